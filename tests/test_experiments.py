@@ -1,0 +1,106 @@
+import json
+import time
+
+import pytest
+
+from tiedlm_lib import EXPERIMENTS, SCALES, TiedLM, experiment, get_run
+from tiedlm_lib.__main__ import main
+from tiedlm_lib.experiments import run_dir, split_iters
+
+
+@pytest.mark.parametrize("scale", ["smoke", "cpu"])
+@pytest.mark.parametrize("name", list(EXPERIMENTS))
+def test_every_experiment_builds_at_every_local_scale(name, scale):
+    run = experiment(name, scale)
+    s = SCALES[scale]
+    total = sum(run.model.trained_depth.values())
+    assert total == (0 if name == "v9" else s.K)
+    assert run.model.vocab_size == run.data.vocab_size == s.vocab_size
+    assert TiedLM(run.model).num_params() > 0
+
+
+def test_paper_scale_needs_the_minimind_path(monkeypatch, tmp_path):
+    monkeypatch.delenv("TIEDLM_MINIMIND", raising=False)
+    with pytest.raises(ValueError, match="set TIEDLM_MINIMIND"):
+        experiment("v5", "paper")
+    monkeypatch.setenv("TIEDLM_MINIMIND", str(tmp_path / "pretrain_hq.jsonl"))
+    v5, v7, v10 = (experiment(n, "paper") for n in ("v5", "v7", "v10"))
+    assert (v5.train.steps, v5.train.lr, v5.train.lr_min, v5.train.warmup, v5.train.betas) == (
+        3000, 4e-4, 4e-5, 0, (0.9, 0.999))
+    assert (v10.train.steps, v10.train.warmup, v10.train.betas, v10.train.backprop) == (
+        39695, 1000, (0.9, 0.95), "full")
+    assert v7.train.backprop == "phantom"
+    v4 = experiment("v4", "paper")
+    assert v4.train.depths == (1, 2, 4, 8, 16, 30) and v4.train.lr == 6e-4 and v4.model.d_model == 128
+
+
+def test_multi_loop_layouts_scale_with_k():
+    assert split_iters(30, 4) == [8, 8, 7, 7] and split_iters(30, 3) == [10, 10, 10]
+    assert experiment("v13", "cpu").model.layout == "S A*6 B*5 C*5 S"
+    assert experiment("v12", "cpu").model.layout == "S A*8 S B*8 S"
+    assert experiment("v14", "cpu").model.layout == "S A*4 B*4 C*4 D*4"
+
+
+def test_seed_and_overrides_change_the_identity():
+    a, b = experiment("v3", "smoke"), experiment("v3", "smoke", seed=1)
+    assert (b.train.seed, b.train.data_seed) == (1, 43) and a.fingerprint() != b.fingerprint()
+    c = experiment("v3", "smoke", overrides={"model.block": "residual"})
+    assert c.model.block == "residual" and c.fingerprint() != a.fingerprint()
+    assert experiment("v3", "smoke", overrides={"train.log_every": 99}).fingerprint() == a.fingerprint()
+    with pytest.raises(ValueError, match="unknown override 'train.stepz'"):
+        experiment("v3", "smoke", overrides={"train.stepz": 5})
+    with pytest.raises(ValueError, match="unknown experiment 'v99'"):
+        experiment("v99", "smoke")
+    with pytest.raises(ValueError, match="unknown scale 'laptop'"):
+        experiment("v3", "laptop")
+    with pytest.raises(ValueError, match="seed must be an integer >= 0"):
+        experiment("v3", "smoke", seed=-1)
+
+
+def test_runs_cache_trains_once_and_reuses(tmp_path):
+    ov = {"train.steps": 4}
+    r1 = get_run("v4", "smoke", overrides=ov, root=tmp_path, progress=False)
+    assert r1.dir == run_dir(r1.config, tmp_path) and r1.result["steps"] == 4
+    assert not (r1.dir / "checkpoint.safetensors").exists()
+    stamp = (r1.dir / "model.safetensors").stat().st_mtime_ns
+    t = time.perf_counter()
+    r2 = get_run("v4", "smoke", overrides=ov, root=tmp_path, progress=False)
+    assert time.perf_counter() - t < 5 and (r2.dir / "model.safetensors").stat().st_mtime_ns == stamp
+    assert all((a == b).all() for a, b in zip(r1.model.state_dict().values(), r2.model.state_dict().values()))
+    assert "loss_by_depth" in r1.metrics[0]
+    with pytest.raises(FileNotFoundError, match="not in the cache"):
+        get_run("v4", "smoke", seed=3, overrides=ov, root=tmp_path, train_if_missing=False)
+
+
+def test_an_incomplete_run_is_resumed_not_reused(tmp_path):
+    from tiedlm_lib.training import train
+
+    cfg = experiment("v3", "smoke", overrides={"train.steps": 6, "train.checkpoint_every": 2})
+    train(cfg, run_dir(cfg, tmp_path), progress=False, stop_after=3)  # as if the process had died
+    r = get_run(cfg, root=tmp_path, progress=False)
+    assert r.result["steps"] == 6 and [m["step"] for m in r.metrics if "loss" in m] == [0, 5]
+
+
+def test_cli_train_eval_and_errors(tmp_path, capsys):
+    args = ["--scale", "smoke", "--set", "train.steps=3", "--runs", str(tmp_path)]
+    assert main(["train", "v3", *args]) == 0
+    assert "final loss" in capsys.readouterr().out
+    assert main(["eval", "v3", *args, "--no-train", "--docs", "20"]) == 0
+    out = capsys.readouterr().out
+    assert "k sweep" in out and "fallback" in out
+    report = json.loads(next(tmp_path.glob("smoke/v3-*/eval.json")).read_text())
+    assert [r["k"] for r in report["k_sweep"]] == [1, 2, 4, 8] and len(report["exit"]) == 12
+    assert main(["eval", "v9", *args, "--set", "train.warmup=0", "--docs", "10"]) == 0  # loopless: one NLL
+    assert main(["info", "v5", "--scale", "paper"]) == 0 and "23,048,934" in capsys.readouterr().out
+    assert main(["list"]) == 0
+
+    assert main(["train", "v3", "--scale", "laptop"]) == 2
+    assert "unknown scale 'laptop'" in capsys.readouterr().err
+    assert main(["train", "v3", "--scale", "smoke", "--set", "train.steps"]) == 2
+    assert "--set expects KEY=VALUE" in capsys.readouterr().err
+    assert main(["train", "v3", "--scale", "smoke", "--set", "model.layout=S Q-1"]) == 2
+    assert "unknown layout token 'Q-1'" in capsys.readouterr().err
+    assert main(["eval", "v3", *args, "--depths", "1,x"]) == 2
+    assert "--depths must be comma-separated integers" in capsys.readouterr().err
+    assert main(["eval", "v3", *args, "--depths", "0,2"]) == 2
+    assert "depth must be a positive integer" in capsys.readouterr().err

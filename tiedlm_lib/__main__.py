@@ -1,0 +1,178 @@
+"""Command line: ``python -m tiedlm_lib {list,info,train,eval} ...``.
+
+    python -m tiedlm_lib list
+    python -m tiedlm_lib info v5 --scale paper
+    python -m tiedlm_lib train v3 --scale cpu [--seed 0] [--set train.steps=200 --set model.block=residual]
+    python -m tiedlm_lib eval v3 --scale cpu [--depths 1,2,4,8,16,32] [--taus 0,0.2,0.4,0.6,0.8,0.95]
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import json
+import sys
+import time
+
+from .atomic import atomic_write_text
+
+
+def _parse_set(items: list[str]) -> dict:
+    out = {}
+    for item in items:
+        key, eq, raw = item.partition("=")
+        if not eq or not key:
+            raise ValueError(f"--set expects KEY=VALUE such as train.steps=200, got {item!r}")
+        try:
+            out[key] = ast.literal_eval(raw)
+        except (ValueError, SyntaxError):
+            out[key] = raw  # a bare string such as model.block=residual
+    return out
+
+
+def _ints(text: str, what: str) -> list[int]:
+    try:
+        vals = [int(v) for v in text.split(",") if v.strip()]
+    except ValueError:
+        raise ValueError(f"{what} must be comma-separated integers, got {text!r}") from None
+    if not vals:
+        raise ValueError(f"{what} is empty")
+    return vals
+
+
+def _floats(text: str, what: str) -> list[float]:
+    try:
+        return [float(v) for v in text.split(",") if v.strip()]
+    except ValueError:
+        raise ValueError(f"{what} must be comma-separated numbers, got {text!r}") from None
+
+
+def _table(rows: list[dict], cols: list[str]) -> str:
+    def fmt(v):
+        return f"{v:.4f}" if isinstance(v, float) else str(v)
+
+    cells = [[fmt(r[c]) for c in cols] for r in rows]
+    w = [max(len(c), *(len(row[i]) for row in cells)) for i, c in enumerate(cols)]
+    lines = ["  ".join(c.rjust(w[i]) for i, c in enumerate(cols))]
+    lines += ["  ".join(v.rjust(w[i]) for i, v in enumerate(row)) for row in cells]
+    return "\n".join(lines)
+
+
+def cmd_list(args) -> None:
+    from .experiments import EXPERIMENTS, SCALES
+
+    print("experiments:")
+    for name, (desc, ref, _) in EXPERIMENTS.items():
+        print(f"  {name:5s} {desc}  [{ref}]")
+    print("scales:")
+    for s in SCALES.values():
+        print(f"  {s.name:6s} small d{s.small.d_model}/{s.small.n_heads}h, large d{s.large.d_model}/{s.large.n_heads}h,"
+              f" K={s.K}, seq {s.seq_len}, vocab {s.vocab_size}, batch {s.batch_size},"
+              f" {s.short_steps}/{s.long_steps} steps, corpus {s.corpus}")
+
+
+def cmd_info(args) -> None:
+    from .experiments import experiment, paper_config
+    from .model import TiedLM
+
+    if args.scale == "paper":
+        cfg = paper_config(args.name)
+        print(json.dumps({"model": cfg.__dict__}, indent=1))
+    else:
+        run = experiment(args.name, args.scale, args.seed, _parse_set(args.set))
+        cfg = run.model
+        print(json.dumps(run.to_dict(), indent=1))
+    print(f"parameters: {TiedLM(cfg).num_params():,}")
+
+
+def cmd_train(args) -> None:
+    from .experiments import experiment, get_run
+
+    run = experiment(args.name, args.scale, args.seed, _parse_set(args.set))
+    t = time.perf_counter()
+    r = get_run(run, root=args.runs, progress=True)
+    res = r.result
+    print(f"{run.name}/{run.scale}/seed {run.train.seed}: {res['steps']} steps, final loss {res['final_loss']:.4f}, "
+          f"{res['seconds']:.0f} s training ({res['seconds'] / res['steps']:.3f} s/step), "
+          f"{res['params']:,} params, alpha {res['alpha']}; cache {r.dir} (call took {time.perf_counter() - t:.0f} s)")
+
+
+def cmd_eval(args) -> None:
+    from .data import eval_batches, prepare_corpus
+    from .evaluation import depth_stats, maxprob_exit
+    from .experiments import experiment, get_run
+
+    run = experiment(args.name, args.scale, args.seed, _parse_set(args.set))
+    r = get_run(run, root=args.runs, progress=True, train_if_missing=not args.no_train)
+    corpus = prepare_corpus(run.data)
+    K = max(run.model.trained_depth.values(), default=None)
+    report: dict = {"run": run.name, "scale": run.scale, "seed": run.train.seed, "dir": str(r.dir)}
+
+    def batches():
+        return eval_batches(corpus.val, run.data.seq_len, run.train.batch_size, sampling=args.sampling,
+                            n_docs=args.docs, seed=999)
+
+    if K is None:
+        from .evaluation import evaluate_nll
+
+        stats = evaluate_nll(r.model, batches())
+        report["nll"] = stats.row()
+        print(_table([stats.row()], ["nll_masked", "nll_with_pad", "pad_fraction", "real_tokens"]))
+    else:
+        depths = _ints(args.depths, "--depths") if args.depths else sorted({2 ** i for i in range(K.bit_length())}
+                                                                           | {K, 2 * K})
+        ds = depth_stats(r.model, batches(), depths)
+        report["k_sweep"] = ds.table()
+        print(f"k sweep on {len(ds.doc_index)} validation documents ({args.sampling} sampling):")
+        print(_table(report["k_sweep"], ["k", "nll_masked", "nll_with_pad", "pad_fraction", "maxprob_real"]))
+        taus = _floats(args.taus, "--taus")
+        supervised = list(run.train.depths) if run.train.depths else None
+        exit_stats = depth_stats(r.model, batches(), supervised or list(range(1, K + 1)))
+        rows = []
+        for fb in ("paper", "final"):
+            rows += [res.__dict__ for res in maxprob_exit(exit_stats, taus, fb, supervised)]
+        report["exit"] = rows
+        kind = "staircase exit at the supervised depths" if supervised else "max-prob exit at every depth"
+        print(f"post-hoc {kind} (paper fallback: never-locked positions keep the shallowest logits):")
+        print(_table(rows, ["tau", "fallback", "nll_with_pad", "nll_masked", "avg_k_all", "avg_k_real",
+                            "realised_k", "never_locked"]))
+    atomic_write_text(r.dir / "eval.json", json.dumps(report, indent=1))
+    print(f"written {r.dir / 'eval.json'}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m tiedlm_lib", description="tied-depth LMs: train and evaluate the "
+                                "paper's experiments at a scale (smoke, cpu, paper)")
+    sub = p.add_subparsers(dest="cmd", required=True)
+    sub.add_parser("list", help="experiments and scales").set_defaults(fn=cmd_list)
+    for name, fn, hlp in (("info", cmd_info, "show a run's config and parameter count"),
+                          ("train", cmd_train, "train a run (cached: trained once per config and seed)"),
+                          ("eval", cmd_eval, "k sweep and early exit on the validation split")):
+        sp = sub.add_parser(name, help=hlp)
+        sp.add_argument("name", help="experiment name, e.g. v3 (see 'list')")
+        sp.add_argument("--scale", default="cpu", help="smoke | cpu | paper (default cpu)")
+        sp.add_argument("--seed", type=int, default=0)
+        sp.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                        help="override a config field, e.g. train.steps=200 or model.block=residual")
+        sp.add_argument("--runs", default=None, help="runs cache directory (default ./runs or $TIEDLM_RUNS)")
+        sp.set_defaults(fn=fn)
+        if name == "eval":
+            sp.add_argument("--depths", default="", help="comma-separated depths (default powers of 2, K and 2K)")
+            sp.add_argument("--taus", default="0,0.2,0.4,0.6,0.8,0.95", help="exit thresholds")
+            sp.add_argument("--sampling", default="all", choices=["all", "paper"],
+                            help="all: every validation document once; paper: 20 batches drawn with seeds 999+i")
+            sp.add_argument("--docs", type=int, default=None, help="evaluate the first N validation documents")
+            sp.add_argument("--no-train", action="store_true", help="fail instead of training a missing run")
+    args = p.parse_args(argv)
+    from .checkpoint import CheckpointError
+
+    try:
+        args.fn(args)
+    except (ValueError, FileNotFoundError, CheckpointError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,179 @@
+"""Evaluation: NLL with and without pad targets, depth sweeps, and post-hoc max-prob early exit (PROTOCOL §5).
+
+Everything is kept per position and per document, so later analyses (bootstrap CIs, per-token probes) need no
+second pass. Exits are computed from per-depth arrays of CE and max-probability: locking a position at depth k and
+scoring its depth-k logits is the same as reading CE_k there, so one pass serves every threshold and both fallbacks.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from .data import PAD_ID, EvalBatch
+from .model import TiedLM
+
+FALLBACKS = ("paper", "final")
+
+
+def token_ce(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+    """Per-position cross-entropy in fp32, pads included: (B, T)."""
+    return F.cross_entropy(logits.float().transpose(1, 2), targets, reduction="none")
+
+
+@dataclass
+class NLLStats:
+    """Per-document sums of CE over all target positions and over real (non-pad) targets."""
+
+    doc_index: np.ndarray  # (n,)
+    sum_all: np.ndarray  # (n,) CE summed over every target position, pads included
+    n_all: np.ndarray
+    sum_real: np.ndarray  # (n,) CE summed over targets != pad
+    n_real: np.ndarray
+
+    @property
+    def with_pad(self) -> float:
+        """Summed CE over all B·L positions / B·L: the original k-sweep and exit metric (PROTOCOL §5.1)."""
+        return float(self.sum_all.sum() / self.n_all.sum())
+
+    @property
+    def masked(self) -> float:
+        """Token-mean CE over real targets only: the metric training optimised."""
+        return float(self.sum_real.sum() / max(1, self.n_real.sum()))
+
+    @property
+    def pad_fraction(self) -> float:
+        return float(1 - self.n_real.sum() / self.n_all.sum())
+
+    @classmethod
+    def from_positions(cls, ce: np.ndarray, real: np.ndarray, doc_index: np.ndarray) -> NLLStats:
+        return cls(doc_index, ce.sum(1), np.full(len(ce), ce.shape[1]), (ce * real).sum(1), real.sum(1))
+
+    def row(self) -> dict[str, float]:
+        return {"nll_masked": self.masked, "nll_with_pad": self.with_pad, "pad_fraction": self.pad_fraction,
+                "real_tokens": int(self.n_real.sum())}
+
+
+@dataclass
+class DepthStats:
+    """Per-depth, per-position CE and max-softmax probability over an evaluation set.
+
+    ``ce[j]`` and ``maxprob[j]`` belong to depth ``depths[j]``; positions are (rows, T); ``real`` marks targets that
+    are not pad; ``batch`` is the evaluation batch of each row (the original exit loop ran per batch)."""
+
+    depths: list[int]
+    ce: np.ndarray  # (D, N, T)
+    maxprob: np.ndarray  # (D, N, T)
+    real: np.ndarray  # (N, T) bool
+    doc_index: np.ndarray  # (N,)
+    batch: np.ndarray  # (N,)
+
+    def nll(self, k: int) -> NLLStats:
+        j = self.depths.index(k)
+        return NLLStats.from_positions(self.ce[j], self.real, self.doc_index)
+
+    def table(self) -> list[dict]:
+        return [{"k": k, **self.nll(k).row(), "maxprob_real": float(self.maxprob[j][self.real].mean())}
+                for j, k in enumerate(self.depths)]
+
+
+@torch.no_grad()
+def depth_stats(model: TiedLM, batches: Iterable[EvalBatch], depths: Sequence[int],
+                device: str | torch.device = "cpu") -> DepthStats:
+    """One forward per batch reads out every requested depth (loop iterations shared where the layout allows)."""
+    was_training = model.training
+    model.eval()
+    depths = sorted(set(depths))
+    ce, mp, real, docs, bidx = [], [], [], [], []
+    for b, batch in enumerate(batches):
+        x, y = batch.inputs.to(device), batch.targets.to(device)
+        c_b, m_b = [], []
+        for _, logits in model.iter_depths(x, depths):
+            logits = logits.float()
+            c_b.append(token_ce(logits, y).cpu())
+            m_b.append(logits.softmax(-1).amax(-1).cpu())
+        ce.append(torch.stack(c_b))
+        mp.append(torch.stack(m_b))
+        real.append(batch.targets != PAD_ID)
+        docs.append(batch.doc_index)
+        bidx.append(torch.full((len(x),), b))
+    model.train(was_training)
+    if not ce:
+        raise ValueError("no evaluation batches were given")
+    return DepthStats(depths, torch.cat(ce, 1).numpy(), torch.cat(mp, 1).numpy(), torch.cat(real).numpy(),
+                      torch.cat(docs).numpy(), torch.cat(bidx).numpy())
+
+
+@torch.no_grad()
+def evaluate_nll(model: TiedLM, batches: Iterable[EvalBatch], depth: int | None = None,
+                 device: str | torch.device = "cpu") -> NLLStats:
+    """NLL at one depth (None: the trained depth; any layout, looped or not)."""
+    was_training = model.training
+    model.eval()
+    parts = []
+    for batch in batches:
+        ce = token_ce(model(batch.inputs.to(device), depth=depth).float(), batch.targets.to(device)).cpu().numpy()
+        parts.append(NLLStats.from_positions(ce, (batch.targets != PAD_ID).numpy(), batch.doc_index.numpy()))
+    model.train(was_training)
+    if not parts:
+        raise ValueError("no evaluation batches were given")
+    return NLLStats(*(np.concatenate([getattr(p, f) for p in parts]) for f in
+                      ("doc_index", "sum_all", "n_all", "sum_real", "n_real")))
+
+
+def depth_sweep(model: TiedLM, batches: Iterable[EvalBatch], depths: Sequence[int],
+                device: str | torch.device = "cpu") -> list[dict]:
+    """The k-sweep table: NLL masked and with pad, pad fraction, mean max-prob, per depth."""
+    return depth_stats(model, batches, depths, device).table()
+
+
+@dataclass
+class ExitResult:
+    tau: float
+    fallback: str
+    nll_with_pad: float  # all positions (the original's metric)
+    nll_masked: float  # real targets only
+    avg_k_all: float  # nominal exit depth over all positions, pads included (the original's avg k)
+    avg_k_real: float  # nominal exit depth over real-target positions
+    realised_k: float  # mean over batches of the depth the batch actually ran to (all positions iterate until
+    #                    every position has locked; never-locked positions force the full depth)
+    never_locked: float  # fraction of real-target positions that never passed tau
+
+
+def maxprob_exit(stats: DepthStats, taus: Sequence[float], fallback: str = "final",
+                 allowed: Sequence[int] | None = None) -> list[ExitResult]:
+    """Post-hoc max-prob early exit per position (PROTOCOL §5.2).
+
+    A position locks at the first allowed depth whose max softmax probability exceeds tau and is scored with that
+    depth's logits. Positions that never lock are counted at the deepest allowed depth and scored with
+    ``fallback="paper"``: the shallowest depth's logits (the original code's buffer initialisation), or
+    ``fallback="final"``: the deepest depth's logits (the corrected protocol). ``allowed`` restricts exits to a set
+    of depths (the staircase exit of multi-depth models uses the supervised depths)."""
+    if fallback not in FALLBACKS:
+        raise ValueError(f"fallback must be one of {FALLBACKS}, got {fallback!r}")
+    allowed = sorted(stats.depths if allowed is None else allowed)
+    missing = [k for k in allowed if k not in stats.depths]
+    if missing:
+        raise ValueError(f"exit depths {missing} were not evaluated (have {stats.depths})")
+    js = [stats.depths.index(k) for k in allowed]
+    ce, mp = stats.ce[js], stats.maxprob[js]  # (D, N, T)
+    ks = np.array(allowed, dtype=float)
+    real = stats.real
+    results = []
+    for tau in taus:
+        passed = mp > tau
+        locked = passed.any(0)
+        first = passed.argmax(0)  # first passing depth index (0 where none passes)
+        fb = 0 if fallback == "paper" else len(allowed) - 1
+        j = np.where(locked, first, fb)
+        score = np.take_along_axis(ce, j[None], 0)[0]
+        k = np.where(locked, ks[first], ks[-1])
+        realised = [k[stats.batch == b].max() for b in np.unique(stats.batch)]
+        results.append(ExitResult(
+            float(tau), fallback, float(score.mean()), float(score[real].mean()), float(k.mean()),
+            float(k[real].mean()), float(np.mean(realised)), float(1 - locked[real].mean())))
+    return results

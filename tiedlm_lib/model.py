@@ -1,0 +1,286 @@
+"""Tied-depth ("looped") Transformer LMs, built exactly as the original code built them (PROTOCOL §3).
+
+    tokens ─ E[x] + P[t] ─ LN_emb ─ [layout: standard layers S and tied loops A*k, B*k, ...] ─ LN_f ─ head ─ logits
+
+A tied loop applies one block k times, z ← z + α·f(z), with α = clamp(sigmoid(a), 0.01, 0.9). The block function f
+comes in two forms (``ModelConfig.block``):
+
+* ``"paper"``    f(z) = LN2(u) + MLP(LN2(u)),  u = z + attn(LN1(z))   — what produced the paper's numbers; it re-adds a
+  normalised copy of the state each step, so the state norm grows with k and no fixed point f(z*) = 0 exists;
+* ``"residual"`` f(z) = a + MLP(LN2(z + a)),  a = attn(LN1(z))        — a plain pre-norm residual update.
+
+Both have the same parameters, so parameter counts do not depend on the form.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+from .config import BACKPROP_MODES, ModelConfig
+from .layout import Segment, parse_layout
+
+
+class Attention(nn.Module):
+    """Causal multi-head attention with one fused qkv projection (biases on), no key-padding mask.
+
+    Pads sit on the right, so real tokens never attend to them; pad positions attend to everything before them
+    (as in the original)."""
+
+    def __init__(self, d: int, n_heads: int):
+        super().__init__()
+        self.n_heads = n_heads
+        self.qkv = nn.Linear(d, 3 * d)
+        self.out = nn.Linear(d, d)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        B, T, d = x.shape
+        q, k, v = self.qkv(x).split(d, dim=-1)  # 3 × (B, T, d)
+        q, k, v = (t.view(B, T, self.n_heads, d // self.n_heads).transpose(1, 2) for t in (q, k, v))  # (B, H, T, dh)
+        y = F.scaled_dot_product_attention(q, k, v, is_causal=True)  # softmax(q·kᵀ/√dh + causal mask)·v
+        return self.out(y.transpose(1, 2).reshape(B, T, d))
+
+
+class SwiGLU(nn.Module):
+    """W_down(SiLU(W_gate·u) ⊙ W_up·u) with hidden width ratio·d (4d in the paper, not 8d/3) and biases."""
+
+    def __init__(self, d: int, ratio: int):
+        super().__init__()
+        self.gate = nn.Linear(d, ratio * d)
+        self.up = nn.Linear(d, ratio * d)
+        self.down = nn.Linear(ratio * d, d)
+
+    def forward(self, u: torch.Tensor) -> torch.Tensor:
+        return self.down(F.silu(self.gate(u)) * self.up(u))
+
+
+class StdBlock(nn.Module):
+    """Pre-norm layer with a raw scalar gate per sublayer (init 0.1, unconstrained, no sigmoid)."""
+
+    def __init__(self, cfg: ModelConfig):
+        super().__init__()
+        d = cfg.d_model
+        self.ln_a = nn.LayerNorm(d, eps=cfg.ln_eps)
+        self.attn = Attention(d, cfg.n_heads)
+        self.s_attn = nn.Parameter(torch.tensor(cfg.gate_init))
+        self.ln_f = nn.LayerNorm(d, eps=cfg.ln_eps)
+        self.mlp = SwiGLU(d, cfg.mlp_ratio)
+        self.s_ffn = nn.Parameter(torch.tensor(cfg.gate_init))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = x + self.s_attn * self.attn(self.ln_a(x))
+        return x + self.s_ffn * self.mlp(self.ln_f(x))
+
+
+class TiedBlock(nn.Module):
+    """One application of a tied loop: z ← z + α·f(z). The same parameter shapes as StdBlock, with one scalar α
+    instead of two gates."""
+
+    def __init__(self, cfg: ModelConfig):
+        super().__init__()
+        d = cfg.d_model
+        self.form = cfg.block
+        self.ln1 = nn.LayerNorm(d, eps=cfg.ln_eps)
+        self.attn = Attention(d, cfg.n_heads)
+        self.ln2 = nn.LayerNorm(d, eps=cfg.ln_eps)
+        self.mlp = SwiGLU(d, cfg.mlp_ratio)
+        # α is parametrised through its logit so that it starts at exactly alpha_init (sigmoid(0.1) would be 0.525).
+        self.alpha_logit = nn.Parameter(torch.tensor(math.log(cfg.alpha_init / (1 - cfg.alpha_init))))
+        self.alpha_min, self.alpha_max = cfg.alpha_min, cfg.alpha_max
+
+    @property
+    def alpha(self) -> torch.Tensor:
+        return torch.sigmoid(self.alpha_logit).clamp(self.alpha_min, self.alpha_max)
+
+    def f(self, z: torch.Tensor) -> torch.Tensor:
+        a = self.attn(self.ln1(z))
+        v = self.ln2(z + a)  # no gate on the attention residual
+        if self.form == "paper":
+            return v + self.mlp(v)  # the normalised state itself, plus the MLP output
+        return a + self.mlp(v)
+
+    def forward(self, z: torch.Tensor) -> torch.Tensor:
+        return z + self.alpha * self.f(z)
+
+
+@dataclass
+class LoopTrace:
+    """Per-iteration diagnostics of one tied loop, as tensors (no host syncs while the loop runs).
+
+    ``state_norm[i]`` is ‖z_i‖ per position (i = 0 is the loop input); ``rel_residual[i]`` is ‖z_{i+1} − z_i‖ / ‖z_0‖
+    per position, the original code's normalisation (by the loop input, not by ‖z_i‖). Shapes (iters+1, B, T) and
+    (iters, B, T)."""
+
+    name: str
+    state_norm: torch.Tensor
+    rel_residual: torch.Tensor
+
+    def paper_residual(self, mask: torch.Tensor | None = None) -> torch.Tensor:
+        """The original bookkeeping: max over batch and positions (pads included unless a mask is given)."""
+        r = self.rel_residual
+        if mask is not None:
+            r = r.masked_fill(~mask.bool(), float("-inf"))
+        return r.flatten(1).amax(dim=1)
+
+
+@dataclass
+class Trace:
+    loops: dict[str, LoopTrace] = field(default_factory=dict)
+
+
+class TiedLM(nn.Module):
+    """A language model whose stack is given by a layout string (see ``tiedlm_lib.layout``).
+
+    ``model(tokens)`` runs every loop at its trained depth; ``model(tokens, depth=k)`` runs every loop exactly k
+    times; ``model(tokens, depths=[...])`` returns ``{k: logits}``. With one loop, the depths share one pass (the
+    bottom runs once, the loop runs to max(depths), the top stack reads out each requested depth); with several
+    loops each depth is its own pass after the shared bottom.
+
+    ``backprop="phantom"`` is the paper's phantom gradient (PROTOCOL §4.4): the loop runs without gradient from its
+    input h, one step z₁ = h + α·f(h) is taken with gradient, and the output z* + (z₁ − stopgrad(z₁)) has the forward
+    value of z* and the gradient of that first step at the loop *input*.
+    """
+
+    def __init__(self, config: ModelConfig):
+        super().__init__()
+        self.config = config
+        d = config.d_model
+        self.segments: list[Segment] = parse_layout(config.layout)
+        self.tok_emb = nn.Embedding(config.vocab_size, d)
+        self.pos_emb = nn.Embedding(config.max_seq_len + config.extra_pos_rows, d)
+        self.ln_emb = nn.LayerNorm(d, eps=config.ln_eps)
+        self.blocks = nn.ModuleDict(
+            {s.name: (StdBlock(config) if s.kind == "std" else TiedBlock(config)) for s in self.segments}
+        )
+        self.ln_f = nn.LayerNorm(d, eps=config.ln_eps)
+        self.head = nn.Linear(d, config.vocab_size)  # untied from the embedding
+        nn.init.normal_(self.tok_emb.weight, std=0.02)
+        nn.init.normal_(self.pos_emb.weight, std=0.02)
+        nn.init.zeros_(self.head.weight)  # every model starts at exactly uniform predictions (loss = ln V)
+        nn.init.zeros_(self.head.bias)
+
+    # ------------------------------------------------------------------ structure
+    @property
+    def loop_names(self) -> list[str]:
+        return [s.name for s in self.segments if s.kind == "loop"]
+
+    def alphas(self) -> dict[str, float]:
+        return {n: float(self.blocks[n].alpha.detach()) for n in self.loop_names}
+
+    def num_params(self) -> int:
+        return sum(p.numel() for p in self.parameters())
+
+    # ------------------------------------------------------------------ pieces
+    def embed(self, tokens: torch.Tensor) -> torch.Tensor:
+        if tokens.dim() != 2:
+            raise ValueError(f"tokens must have shape (batch, seq_len), got {tuple(tokens.shape)}")
+        T = tokens.shape[1]
+        if T > self.config.max_seq_len:
+            raise ValueError(f"sequence length {T} exceeds max_seq_len {self.config.max_seq_len}")
+        pos = torch.arange(T, device=tokens.device)
+        return self.ln_emb(self.tok_emb(tokens) + self.pos_emb(pos))  # (B, T, d)
+
+    def readout(self, z: torch.Tensor) -> torch.Tensor:
+        return self.head(self.ln_f(z))  # (B, T, V)
+
+    def _check_depth(self, k: int) -> None:
+        if not self.loop_names:
+            raise ValueError(f"layout {self.config.layout!r} has no tied loop, so 'depth' does not apply; pass None")
+        if not isinstance(k, int) or isinstance(k, bool) or k <= 0:
+            raise ValueError(f"depth must be a positive integer (number of loop applications), got {k!r}")
+
+    def loop_states(
+        self, name: str, h: torch.Tensor, depths: Sequence[int], backprop: str = "full", trace: list | None = None
+    ) -> Iterator[tuple[int, torch.Tensor]]:
+        """Run loop ``name`` from input h to max(depths), yielding (k, z_k) at each requested k in increasing order.
+
+        ``trace``, if given, receives the per-iteration states (detached) for diagnostics."""
+        if backprop not in BACKPROP_MODES:
+            raise ValueError(f"backprop must be one of {BACKPROP_MODES}, got {backprop!r}")
+        block = self.blocks[name]
+        wanted = sorted(set(depths))
+        z = h
+        if trace is not None:
+            trace.append(h.detach())
+        if backprop == "phantom" and torch.is_grad_enabled():
+            z1 = block(h)  # the one step with gradient, taken at the loop input (paper form)
+            st = z1 - z1.detach()  # zero in value, carries the gradient of z1
+            for i in range(1, wanted[-1] + 1):
+                # no_grad per step, never around a yield: a suspended generator would leak the mode to the caller
+                with torch.no_grad():
+                    z = block(z)
+                if trace is not None:
+                    trace.append(z)
+                if i in wanted:
+                    yield i, z + st
+            return
+        for i in range(1, wanted[-1] + 1):
+            z = block(z)
+            if trace is not None:
+                trace.append(z.detach())
+            if i in wanted:
+                yield i, z
+
+    def _run_segments(self, x: torch.Tensor, segments: Sequence[Segment], depth: int | None, backprop: str,
+                      traces: dict | None) -> torch.Tensor:
+        for seg in segments:
+            if seg.kind == "std":
+                x = self.blocks[seg.name](x)
+            else:
+                k = seg.iters if depth is None else depth
+                states: list | None = [] if traces is not None else None
+                [(_, x)] = list(self.loop_states(seg.name, x, [k], backprop, states))
+                if traces is not None:
+                    traces[seg.name] = states
+        return x
+
+    # ------------------------------------------------------------------ forward
+    def iter_depths(self, tokens: torch.Tensor, depths: Sequence[int], backprop: str = "full"
+                    ) -> Iterator[tuple[int, torch.Tensor]]:
+        """Yield (k, logits) for each k in sorted(depths) without holding all logits at once."""
+        depths = list(depths)
+        if not depths:
+            raise ValueError("depths must name at least one depth")
+        for k in depths:
+            self._check_depth(k)
+        x = self.embed(tokens)
+        first = next(i for i, s in enumerate(self.segments) if s.kind == "loop")
+        x = self._run_segments(x, self.segments[:first], None, backprop, None)
+        rest = self.segments[first + 1:]
+        if len(self.loop_names) == 1:
+            for k, z in self.loop_states(self.segments[first].name, x, depths, backprop):
+                yield k, self.readout(self._run_segments(z, rest, None, backprop, None))
+        else:
+            for k in sorted(set(depths)):
+                yield k, self.readout(self._run_segments(x, self.segments[first:], k, backprop, None))
+
+    def forward(self, tokens: torch.Tensor, depth: int | None = None, depths: Sequence[int] | None = None,
+                backprop: str = "full") -> torch.Tensor | dict[int, torch.Tensor]:
+        if depths is not None:
+            if depth is not None:
+                raise ValueError("pass either depth or depths, not both")
+            return dict(self.iter_depths(tokens, depths, backprop))
+        if depth is not None:
+            self._check_depth(depth)
+        return self.readout(self._run_segments(self.embed(tokens), self.segments, depth, backprop, None))
+
+    def run(self, tokens: torch.Tensor, depth: int | None = None, backprop: str = "full"
+            ) -> tuple[torch.Tensor, Trace]:
+        """Like ``forward``, also returning a Trace of every loop's per-iteration state norms and residuals."""
+        if depth is not None:
+            self._check_depth(depth)
+        states: dict[str, list] = {}
+        logits = self.readout(self._run_segments(self.embed(tokens), self.segments, depth, backprop, states))
+        trace = Trace()
+        for name, zs in states.items():
+            z = torch.stack(zs)  # (iters+1, B, T, d)
+            z0n = z[0].norm(dim=-1)
+            trace.loops[name] = LoopTrace(
+                name, z.norm(dim=-1), (z[1:] - z[:-1]).norm(dim=-1) / z0n.clamp_min(1e-12)
+            )
+        return logits, trace

@@ -1,0 +1,201 @@
+"""One training loop for every run of the paper (PROTOCOL §4.1): AdamW on all parameters, lr set by hand each step,
+bf16 autocast on CUDA, fp32 cross-entropy, non-finite losses skipped, global grad-norm clipped, resumable."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import math
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from tqdm.auto import tqdm
+
+from .atomic import atomic_write_text
+from .checkpoint import CheckpointError, config_diff, load_checkpoint, save_checkpoint, save_model
+from .config import RunConfig, TrainConfig
+from .data import PAD_ID, BatchStream, Corpus, prepare_corpus
+from .model import TiedLM
+
+
+class NonFiniteLossError(RuntimeError):
+    pass
+
+
+def lr_at(step: int, cfg: TrainConfig) -> float:
+    """Linear warmup from 0 over ``warmup`` steps, then cosine from lr to lr_min over the remaining steps
+    (with warmup = 0 this is CosineAnnealingLR(T_max=steps, eta_min=lr_min) stepped every step); or constant."""
+    if cfg.schedule == "constant":
+        return cfg.lr
+    if step < cfg.warmup:
+        return cfg.lr * step / cfg.warmup
+    t = (step - cfg.warmup) / max(1, cfg.steps - cfg.warmup)
+    return cfg.lr_min + (cfg.lr - cfg.lr_min) * 0.5 * (1 + math.cos(math.pi * t))
+
+
+def lm_loss(logits: torch.Tensor, targets: torch.Tensor, pad_targets: str = "ignore") -> torch.Tensor:
+    """Token-mean cross-entropy in fp32; pad targets ignored (pre-training) or counted (the paper's SFT)."""
+    ignore = PAD_ID if pad_targets == "ignore" else -100
+    return F.cross_entropy(logits.float().flatten(0, 1), targets.flatten(), ignore_index=ignore)
+
+
+def supervised_loss(model: TiedLM, x: torch.Tensor, y: torch.Tensor, cfg: TrainConfig
+                    ) -> tuple[torch.Tensor, dict[int, float]]:
+    """Single-depth: CE at the trained depth. Multi-depth: the weighted mean of the CE at each supervised depth,
+    read out from one forward pass that shares the loop iterations (PROTOCOL §4.3)."""
+    if cfg.depths is None:
+        return lm_loss(model(x, backprop=cfg.backprop), y, cfg.pad_targets), {}
+    weights = cfg.depth_weights or (1.0,) * len(cfg.depths)
+    w = dict(zip(cfg.depths, weights))
+    total, per_depth = 0.0, {}
+    for k, logits in model.iter_depths(x, cfg.depths, cfg.backprop):
+        ce = lm_loss(logits, y, cfg.pad_targets)
+        per_depth[k] = ce.detach()
+        total = total + w[k] * ce
+    return total / sum(weights), per_depth
+
+
+@dataclass
+class TrainResult:
+    run: RunConfig
+    model: TiedLM
+    out_dir: Path | None
+    final_loss: float
+    skipped_steps: int
+    seconds: float
+    metrics: list[dict[str, Any]] = field(default_factory=list)
+
+
+def _autocast(device: torch.device, amp: str):
+    use = amp == "bf16" or (amp == "auto" and device.type == "cuda")
+    return torch.autocast(device.type, dtype=torch.bfloat16) if use else contextlib.nullcontext()
+
+
+def _optim_tensors(opt: torch.optim.Optimizer) -> tuple[dict[str, torch.Tensor], list[dict]]:
+    sd = opt.state_dict()
+    tensors = {f"optim.{pid}.{k}": v for pid, st in sd["state"].items() for k, v in st.items()}
+    return tensors, sd["param_groups"]
+
+
+def _restore_optim(opt: torch.optim.Optimizer, tensors: dict[str, torch.Tensor], groups: list[dict]) -> None:
+    state: dict[int, dict[str, torch.Tensor]] = {}
+    for key, v in tensors.items():
+        if key.startswith("optim."):
+            _, pid, name = key.split(".", 2)
+            state.setdefault(int(pid), {})[name] = v
+    for g in groups:
+        g["betas"] = tuple(g["betas"])
+    opt.load_state_dict({"state": state, "param_groups": groups})
+
+
+CKPT = "checkpoint.safetensors"
+FINAL = "model.safetensors"
+
+
+def train(run: RunConfig, out_dir: str | Path | None = None, corpus: Corpus | None = None, *,
+          device: str | torch.device = "cpu", resume: bool = True, progress: bool | None = None,
+          stop_after: int | None = None) -> TrainResult:
+    """Train ``run`` from scratch, or resume it from ``out_dir/checkpoint.safetensors``.
+
+    ``stop_after`` ends the call after that many steps of this call (a checkpoint is written), to test resumption.
+    Resumed training ends with the same weights as uninterrupted training: the model, the optimiser moments and the
+    batch stream's state are all restored."""
+    cfg = run.train
+    device = torch.device(device)
+    out = Path(out_dir) if out_dir is not None else None
+    corpus = corpus if corpus is not None else prepare_corpus(run.data)
+    vocab = corpus.tokenizer.get_vocab_size()
+    if vocab > run.model.vocab_size:
+        raise ValueError(f"tokenizer has {vocab} tokens but the model's vocab_size is {run.model.vocab_size}")
+
+    torch.manual_seed(cfg.seed)
+    model = TiedLM(run.model).to(device)
+    opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr, betas=cfg.betas, weight_decay=cfg.weight_decay)
+    stream = BatchStream(corpus.train, run.data.seq_len, cfg.batch_size, cfg.data_seed, run.data.batch_mode)
+    start, skipped, elapsed = 0, 0, 0.0
+    metrics: list[dict[str, Any]] = []
+
+    ckpt = out / CKPT if out else None
+    if out is not None and resume and ckpt.is_file():
+        tensors, meta = load_checkpoint(ckpt)
+        diffs = config_diff(meta.get("run", {}), run.to_dict(),
+                            ignore=("name", "scale", "train.log_every", "train.checkpoint_every"))
+        if diffs:
+            raise CheckpointError(f"{ckpt}: checkpoint is from another run configuration: " + "; ".join(diffs))
+        model.load_state_dict({k[6:]: v for k, v in tensors.items() if k.startswith("model.")})
+        _restore_optim(opt, tensors, meta["param_groups"])
+        stream.set_state(meta["stream_state"])
+        start, skipped, elapsed = meta["step"], meta["skipped"], meta["elapsed"]
+    if out is not None:
+        out.mkdir(parents=True, exist_ok=True)
+        mpath = out / "metrics.jsonl"
+        if mpath.is_file():  # keep only lines from before the resumed step (a crash may have logged past it)
+            metrics = [m for m in map(json.loads, mpath.read_text().splitlines()) if m["step"] < start]
+        atomic_write_text(mpath, "".join(json.dumps(m) + "\n" for m in metrics))
+        atomic_write_text(out / "config.json", json.dumps(run.to_dict(), indent=1))
+
+    def checkpoint(step: int) -> None:
+        if out is None:
+            return
+        tensors, groups = _optim_tensors(opt)
+        tensors.update({f"model.{k}": v for k, v in model.state_dict().items()})
+        save_checkpoint(ckpt, tensors, {"run": run.to_dict(), "fingerprint": run.fingerprint(), "step": step,
+                                        "skipped": skipped, "elapsed": elapsed, "param_groups": groups,
+                                        "stream_state": stream.get_state(), "model": run.to_dict()["model"]})
+
+    def log(m: dict[str, Any]) -> None:
+        metrics.append(m)
+        if out is not None:
+            with open(out / "metrics.jsonl", "a") as fh:
+                fh.write(json.dumps(m) + "\n")
+
+    model.train()
+    end = cfg.steps if stop_after is None else min(cfg.steps, start + stop_after)
+    bar = tqdm(range(start, end), initial=start, total=cfg.steps, desc=f"train {run.name}/{run.scale}",
+               disable=None if progress is None else not progress, leave=False)  # None: off when not a TTY
+    loss_val = float("nan")
+    t0 = time.perf_counter()
+    for step in bar:
+        lr = lr_at(step, cfg)
+        for g in opt.param_groups:
+            g["lr"] = lr
+        x, y = (t.to(device) for t in stream.next())
+        with _autocast(device, cfg.amp):
+            loss, per_depth = supervised_loss(model, x, y, cfg)
+        loss_val = loss.item()
+        if not math.isfinite(loss_val):
+            skipped += 1
+            log({"step": step, "event": "nonfinite_loss_skipped", "skipped": skipped})
+            if skipped > cfg.max_nonfinite:
+                elapsed += time.perf_counter() - t0
+                checkpoint(step)
+                raise NonFiniteLossError(
+                    f"{skipped} non-finite losses (more than max_nonfinite={cfg.max_nonfinite}) by step {step}; "
+                    f"the last good state is in {ckpt}")
+            continue
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        gnorm = torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.clip)
+        opt.step()
+        if step % cfg.log_every == 0 or step == cfg.steps - 1:
+            m = {"step": step, "loss": loss_val, "lr": lr, "grad_norm": float(gnorm),
+                 "alpha": model.alphas(), "time": elapsed + time.perf_counter() - t0}
+            if per_depth:
+                m["loss_by_depth"] = {str(k): float(v) for k, v in per_depth.items()}
+            log(m)
+            bar.set_postfix(loss=f"{loss_val:.3f}")
+        if out is not None and cfg.checkpoint_every and (step + 1) % cfg.checkpoint_every == 0 and step + 1 < end:
+            elapsed += time.perf_counter() - t0
+            t0 = time.perf_counter()
+            checkpoint(step + 1)
+    bar.close()
+    elapsed += time.perf_counter() - t0
+    if out is not None:
+        checkpoint(end)
+        if end == cfg.steps:
+            save_model(out / FINAL, model, run, step=end, skipped=skipped, elapsed=elapsed)
+    return TrainResult(run, model, out, loss_val, skipped, elapsed, metrics)

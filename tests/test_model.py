@@ -37,7 +37,7 @@ def test_alpha_starts_at_exactly_one_tenth_through_the_logit():
     m = tiny_model()
     blk = m.blocks["A"]
     assert blk.alpha.item() == pytest.approx(0.1, abs=1e-7)
-    assert float(blk.alpha_logit) == pytest.approx(math.log(0.1 / 0.9), abs=1e-6)
+    assert blk.alpha_logit.item() == pytest.approx(math.log(0.1 / 0.9), abs=1e-6)
     assert float(torch.sigmoid(torch.tensor(0.1))) == pytest.approx(0.525, abs=1e-3)  # the bug the logit avoids
     with torch.no_grad():
         blk.alpha_logit.fill_(10.0)
@@ -49,7 +49,7 @@ def test_alpha_starts_at_exactly_one_tenth_through_the_logit():
 
 def test_std_gates_are_raw_scalars_at_0_1():
     m = tiny_model()
-    assert float(m.blocks["S0"].s_attn) == pytest.approx(0.1) and float(m.blocks["S0"].s_ffn) == pytest.approx(0.1)
+    assert m.blocks["S0"].s_attn.item() == pytest.approx(0.1) and m.blocks["S0"].s_ffn.item() == pytest.approx(0.1)
 
 
 def test_head_is_untied_and_zero_initialised():

@@ -1,4 +1,4 @@
-# tiedlm — make setup | make test | make main [EXP=v3 SCALE=cpu] | make lint
+# tiedlm — make setup | make test | make main [SCALE=cpu] | make nb NB=04_tradeoff [SCALE=cpu] | make lint
 PY ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
@@ -6,7 +6,7 @@ SCALE ?= cpu
 EXPS ?= v3 v4
 export OMP_NUM_THREADS ?= 2
 
-.PHONY: setup test main lint clean-runs
+.PHONY: setup test main nb sync lint clean-runs
 
 setup: $(VENV)/.installed
 
@@ -17,9 +17,30 @@ $(VENV)/.installed: requirements.txt pyproject.toml
 	$(BIN)/python -m pip install -q --no-deps -e .
 	touch $@
 
-# The test suite: smoke-sized, CPU only, a minute or two.
+NOTEBOOKS := $(wildcard notebooks/*.ipynb)
+NBBUILD := build/notebooks
+
+# The test suite: smoke-sized, CPU only, a few minutes. Every notebook is executed once at smoke scale: papermill
+# --prepare-only injects the parameters into a copy under build/, and nbval runs the copies in the same pytest run.
 test: setup
-	$(BIN)/python -m pytest -q
+	rm -rf $(NBBUILD) && mkdir -p $(NBBUILD)
+	@for nb in $(NOTEBOOKS); do \
+	  $(BIN)/papermill --prepare-only --log-level WARNING -p scale smoke $$nb $(NBBUILD)/$$(basename $$nb) || exit 1; \
+	done
+	$(BIN)/python -m pytest -q tests $(NBBUILD) --nbval-lax --nbval-current-env
+
+# Run one notebook at a scale; the executed copy goes to paper/<scale>/, never over the paired source.
+nb: setup
+	@test -n "$(NB)" || { echo "usage: make nb NB=04_tradeoff [SCALE=cpu]"; exit 2; }
+	@test -f notebooks/$(NB).ipynb || { echo "no notebook notebooks/$(NB).ipynb"; exit 2; }
+	@mkdir -p paper/$(SCALE)
+	@start=$$(date +%s); \
+	$(BIN)/papermill notebooks/$(NB).ipynb paper/$(SCALE)/$(NB).ipynb -p scale $(SCALE) --cwd notebooks \
+	  --log-level WARNING --progress-bar && echo "$(NB) at $(SCALE): $$(( $$(date +%s) - start )) s"
+
+# After editing a notebook in either form, bring its pair up to date.
+sync: setup
+	$(BIN)/jupytext --sync notebooks/*.py
 
 # The main job (until the notebooks land): train and evaluate the paper's v3 (single-depth) and v4 (multi-depth)
 # at the chosen scale; each run is cached under runs/<scale>/ and trained once.

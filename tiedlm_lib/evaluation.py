@@ -144,15 +144,9 @@ class ExitResult:
     never_locked: float  # fraction of real-target positions that never passed tau
 
 
-def maxprob_exit(stats: DepthStats, taus: Sequence[float], fallback: str = "final",
-                 allowed: Sequence[int] | None = None) -> list[ExitResult]:
-    """Post-hoc max-prob early exit per position (PROTOCOL §5.2).
-
-    A position locks at the first allowed depth whose max softmax probability exceeds tau and is scored with that
-    depth's logits. Positions that never lock are counted at the deepest allowed depth and scored with
-    ``fallback="paper"``: the shallowest depth's logits (the original code's buffer initialisation), or
-    ``fallback="final"``: the deepest depth's logits (the corrected protocol). ``allowed`` restricts exits to a set
-    of depths (the staircase exit of multi-depth models uses the supervised depths)."""
+def _exit_positions(stats: DepthStats, tau: float, fallback: str, allowed: Sequence[int] | None
+                    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per position: the CE scored, the depth counted, and whether the position locked."""
     if fallback not in FALLBACKS:
         raise ValueError(f"fallback must be one of {FALLBACKS}, got {fallback!r}")
     allowed = sorted(stats.depths if allowed is None else allowed)
@@ -162,16 +156,34 @@ def maxprob_exit(stats: DepthStats, taus: Sequence[float], fallback: str = "fina
     js = [stats.depths.index(k) for k in allowed]
     ce, mp = stats.ce[js], stats.maxprob[js]  # (D, N, T)
     ks = np.array(allowed, dtype=float)
+    passed = mp > tau
+    locked = passed.any(0)
+    first = passed.argmax(0)  # the first passing depth (index 0 where none passes)
+    j = np.where(locked, first, 0 if fallback == "paper" else len(allowed) - 1)
+    score = np.take_along_axis(ce, j[None], 0)[0]
+    return score, np.where(locked, ks[first], ks[-1]), locked
+
+
+def exit_nll(stats: DepthStats, tau: float, fallback: str = "final", allowed: Sequence[int] | None = None
+             ) -> NLLStats:
+    """The exit's NLL as per-document sums (for paired bootstrap comparisons)."""
+    score, _, _ = _exit_positions(stats, tau, fallback, allowed)
+    return NLLStats.from_positions(score, stats.real, stats.doc_index)
+
+
+def maxprob_exit(stats: DepthStats, taus: Sequence[float], fallback: str = "final",
+                 allowed: Sequence[int] | None = None) -> list[ExitResult]:
+    """Post-hoc max-prob early exit per position (PROTOCOL §5.2).
+
+    A position locks at the first allowed depth whose max softmax probability exceeds tau and is scored with that
+    depth's logits. Positions that never lock are counted at the deepest allowed depth and scored with
+    ``fallback="paper"``: the shallowest depth's logits (the original code's buffer initialisation), or
+    ``fallback="final"``: the deepest depth's logits (the corrected protocol). ``allowed`` restricts exits to a set
+    of depths (the staircase exit of multi-depth models uses the supervised depths)."""
     real = stats.real
     results = []
     for tau in taus:
-        passed = mp > tau
-        locked = passed.any(0)
-        first = passed.argmax(0)  # first passing depth index (0 where none passes)
-        fb = 0 if fallback == "paper" else len(allowed) - 1
-        j = np.where(locked, first, fb)
-        score = np.take_along_axis(ce, j[None], 0)[0]
-        k = np.where(locked, ks[first], ks[-1])
+        score, k, locked = _exit_positions(stats, tau, fallback, allowed)
         realised = [k[stats.batch == b].max() for b in np.unique(stats.batch)]
         results.append(ExitResult(
             float(tau), fallback, float(score.mean()), float(score[real].mean()), float(k.mean()),

@@ -16,6 +16,9 @@ def project_root() -> Path:
     for d in (here, *here.parents):
         if (d / "tiedlm_lib").is_dir() and (d / "pyproject.toml").is_file():
             return d
+    pkg_parent = Path(__file__).resolve().parents[1]  # an editable install: the checkout holding the package
+    if (pkg_parent / "pyproject.toml").is_file():
+        return pkg_parent
     return here
 
 

@@ -1,0 +1,91 @@
+"""The notebook machinery: pairing, parameters, output-free sources, the reported-numbers file and the claims
+ledger's schema. (The notebooks themselves run at smoke scale through nbval in the same test command.)"""
+
+import ast
+import csv
+import json
+from pathlib import Path
+
+import jupytext
+import pytest
+from jupytext.compare import compare_notebooks
+
+from tiedlm_lib import claims
+from tiedlm_lib.reported import COLUMNS, FILE, reported, reported_k_sweep, reported_value
+
+ROOT = Path(__file__).resolve().parents[1]
+SOURCES = sorted((ROOT / "notebooks").glob("*.py"))
+
+
+def test_there_are_notebooks_and_each_has_both_forms():
+    assert {p.stem for p in SOURCES} >= {"03_depth_scaling", "04_tradeoff"}
+    ipynbs = {p.stem for p in (ROOT / "notebooks").glob("*.ipynb")}
+    assert ipynbs == {p.stem for p in SOURCES}
+
+
+@pytest.mark.parametrize("src", SOURCES, ids=lambda p: p.stem)
+def test_pair_is_in_sync(src):
+    """jupytext's own comparison of the .py source and the .ipynb pair (cells, types, sources, tags)."""
+    compare_notebooks(jupytext.read(src.with_suffix(".ipynb")), jupytext.read(src), fmt="py:percent")
+
+
+@pytest.mark.parametrize("src", SOURCES, ids=lambda p: p.stem)
+def test_ipynb_is_output_free(src):
+    nb = json.loads(src.with_suffix(".ipynb").read_text())
+    assert all(not c.get("outputs") and not c.get("execution_count") for c in nb["cells"] if c["cell_type"] == "code")
+
+
+@pytest.mark.parametrize("src", SOURCES, ids=lambda p: p.stem)
+def test_parameters_cell(src):
+    nb = jupytext.read(src)
+    cells = [c for c in nb.cells if "parameters" in c.metadata.get("tags", [])]
+    assert len(cells) == 1, "exactly one cell tagged 'parameters'"
+    values = {t.id: ast.literal_eval(n.value) for n in ast.parse(cells[0].source).body if isinstance(n, ast.Assign)
+              for t in n.targets}
+    assert values["scale"] == "cpu" and isinstance(values["seeds"], list)
+    assert "figures_dir" in values and "paper_dir" in values
+
+
+def test_reported_numbers_file_is_well_formed():
+    with open(FILE, newline="") as fh:
+        reader = csv.DictReader(fh)
+        assert reader.fieldnames == COLUMNS
+        rows = list(reader)
+    ids = [r["id"] for r in rows]
+    assert len(ids) == len(set(ids)), "duplicate ids"
+    for r in rows:
+        float(r["value"])
+        assert r["unit"] and r["metric"] and r["source"], r
+        assert "PROTOCOL" in r["source"] or "paper" in r["source"], r
+    assert reported_k_sweep("v3") == {1: 6.271, 2: 5.997, 4: 5.496, 8: 4.858, 16: 4.434, 30: 4.3599}
+    assert reported_value("bench.pad_fraction") == 0.616
+    assert len(reported("v6.staircase.")) == 12
+    with pytest.raises(KeyError, match="no reported number"):
+        reported_value("v99.nothing")
+
+
+def test_claims_ledger_schema(tmp_path):
+    e = claims.record(tmp_path, "smoke", "04_tradeoff", "A4", "inconclusive", "a stated criterion", {"x": 1.0})
+    claims.record(tmp_path, "smoke", "04_tradeoff", "A4", "reproduced", "again", {"x": 2.0})  # replaces
+    claims.record(tmp_path, "smoke", "04_tradeoff", "A4", "not reproduced", "c", {}, protocol="corrected")
+    claims.record(tmp_path, "smoke", "03_depth_scaling", "A1", "reproduced", "c", {})
+    led = claims.read_ledger(tmp_path)
+    assert [(c["id"], c["protocol"], c["verdict"]) for c in led["claims"]] == [
+        ("A1", "paper", "reproduced"), ("A4", "corrected", "not reproduced"), ("A4", "paper", "reproduced")]
+    assert e["claim"].startswith("Post-hoc max-prob exit")
+    for bad, match in [({"id": "A99"}, "unknown claim id"), ({"verdict": "yes"}, "verdict must be one of"),
+                       ({"protocol": "mine"}, "protocol must be one of"), ({"criterion": " "}, "criterion must be")]:
+        with pytest.raises(ValueError, match=match):
+            claims.validate_entry({**e, **bad})
+    with pytest.raises(ValueError, match="verdict must be one of"):
+        claims.record(tmp_path, "smoke", "x", "Q2", "reproduced", "c", {})
+    assert claims.verdict(True, False) == "reproduced" and claims.verdict(False, False) == "inconclusive"
+    assert claims.answer(False, True) == "no"
+
+
+@pytest.mark.parametrize("ledger", sorted(ROOT.glob("paper/*/claims.json")), ids=lambda p: p.parent.name)
+def test_committed_ledgers_are_valid(ledger):
+    led = json.loads(ledger.read_text())
+    assert led["scale"] == ledger.parent.name
+    for e in led["claims"]:
+        claims.validate_entry(e)

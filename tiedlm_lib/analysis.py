@@ -1,0 +1,107 @@
+"""Analyses shared by the notebooks: held-out evaluation sets, depth grids, state norms, depth-scaling gaps,
+exit-versus-uniform comparisons and saturation depths. Each returns plain data (dicts, Estimates)."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterator, Sequence
+from functools import lru_cache
+
+import numpy as np
+import torch
+
+from .config import DataConfig, RunConfig
+from .data import PAD_ID, Corpus, EvalBatch, eval_batches, prepare_corpus
+from .evaluation import DepthStats, NLLStats, exit_nll, maxprob_exit
+from .model import TiedLM
+from .stats import Estimate, interpolate, paired_diff, value
+
+
+@lru_cache(maxsize=8)
+def cached_corpus(cfg: DataConfig) -> Corpus:
+    """One prepared corpus per data config per process (the tokenizer and tokens are also cached on disk)."""
+    return prepare_corpus(cfg)
+
+
+def heldout(run: RunConfig, n_docs: int | None = None) -> Callable[[], Iterator[EvalBatch]]:
+    """A factory of evaluation batches over the held-out documents of a run's corpus, each document once."""
+    corpus = cached_corpus(run.data)
+    return lambda: eval_batches(corpus.val, run.data.seq_len, run.train.batch_size, n_docs=n_docs)
+
+
+def sweep_depths(K: int, extrapolate: float = 2.0) -> list[int]:
+    """Powers of two up to K, K itself, and depths past K up to extrapolate·K (to show extrapolation)."""
+    ks = {2 ** i for i in range(int(math.log2(K)) + 1)} | {K}
+    top = int(extrapolate * K)
+    ks |= {k for k in (int(1.5 * K), top) if k > K}
+    return sorted(ks)
+
+
+@torch.no_grad()
+def state_norms(model: TiedLM, batches: Sequence[EvalBatch] | Iterator[EvalBatch], depth: int
+                ) -> dict[str, dict[str, list[float]]]:
+    """Per loop, per iteration i = 0..depth: mean ‖z_i‖, mean ‖z_i‖/‖z_0‖ and mean relative residual
+    ‖z_{i+1} − z_i‖/‖z_0‖, over real (non-pad) input positions."""
+    sums: dict[str, dict[str, np.ndarray]] = {}
+    count = 0
+    model.eval()
+    for b in batches:
+        real = (b.inputs != PAD_ID).float()
+        _, trace = model.run(b.inputs, depth=depth)
+        for name, lt in trace.loops.items():
+            n = lt.state_norm  # (I+1, B, T)
+            s = sums.setdefault(name, {"norm": 0.0, "ratio": 0.0, "residual": 0.0})
+            s["norm"] = s["norm"] + (n * real).sum((1, 2)).numpy()
+            s["ratio"] = s["ratio"] + (n / n[:1].clamp_min(1e-12) * real).sum((1, 2)).numpy()
+            s["residual"] = s["residual"] + (lt.rel_residual * real).sum((1, 2)).numpy()
+        count += real.sum().item()
+    return {name: {k: (v / count).tolist() for k, v in s.items()} for name, s in sums.items()}
+
+
+def monotone_nonincreasing(values: Sequence[float], tol: float = 0.01) -> bool:
+    return all(b <= a + tol for a, b in zip(values, values[1:]))
+
+
+def depth_gap(stats: DepthStats, k_shallow: int, k_deep: int, metric: str = "masked", n_boot: int = 2000,
+              seed: int = 0) -> Estimate:
+    """NLL(k_shallow) − NLL(k_deep) with a paired document-bootstrap CI: the depth-scaling gap."""
+    return paired_diff(stats.nll(k_shallow), stats.nll(k_deep), metric, n_boot, seed)
+
+
+def uniform_at(stats: DepthStats, kbar: float) -> NLLStats:
+    """Uniform-depth NLL at a fractional average depth: per-document interpolation between the nearest depths."""
+    ks = stats.depths
+    if not ks[0] <= kbar <= ks[-1]:
+        raise ValueError(f"average depth {kbar} lies outside the evaluated depths {ks[0]}..{ks[-1]}")
+    lo = max(k for k in ks if k <= kbar)
+    hi = min(k for k in ks if k >= kbar)
+    if lo == hi:
+        return stats.nll(lo)
+    return interpolate(stats.nll(lo), stats.nll(hi), (kbar - lo) / (hi - lo))
+
+
+def exit_vs_uniform(stats: DepthStats, taus: Sequence[float], fallback: str, allowed: Sequence[int] | None = None,
+                    n_boot: int = 1000, seed: int = 0) -> list[dict]:
+    """For each τ: the exit's NLL (with pad and masked), its average depth, and the difference to uniform depth at
+    the same average depth (with pad: average over all positions; masked: over real-target positions), with CIs."""
+    rows = []
+    for res in maxprob_exit(stats, taus, fallback, allowed):
+        ex = exit_nll(stats, res.tau, fallback, allowed)
+        d_pad = paired_diff(ex, uniform_at(stats, res.avg_k_all), "with_pad", n_boot, seed)
+        d_real = paired_diff(ex, uniform_at(stats, res.avg_k_real), "masked", n_boot, seed)
+        rows.append({**res.__dict__,
+                     "uniform_with_pad": value(uniform_at(stats, res.avg_k_all), "with_pad"),
+                     "uniform_masked": value(uniform_at(stats, res.avg_k_real), "masked"),
+                     "exit_minus_uniform_with_pad": d_pad.point, "ci_with_pad": (d_pad.lo, d_pad.hi),
+                     "exit_minus_uniform_masked": d_real.point, "ci_masked": (d_real.lo, d_real.hi)})
+    return rows
+
+
+def saturation_depth(depths: Sequence[int], values: Sequence[float], frac: float = 0.95) -> int:
+    """The first depth at which ``values`` has covered ``frac`` of its change from the first to the last depth."""
+    v = np.asarray(values, dtype=float)
+    total = v[-1] - v[0]
+    if total == 0:
+        return depths[0]
+    progress = (v - v[0]) / total
+    return int(depths[int(np.argmax(progress >= frac))])

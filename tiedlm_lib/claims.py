@@ -1,0 +1,117 @@
+"""The claims ledger: each notebook judges the claims of its section and records a verdict per scale.
+
+``paper/<scale>/claims.json`` holds one entry per (claim, protocol, notebook): the verdict, the explicit criterion
+it was judged by, and the numbers behind it. Claim IDs and wording follow shared/paper/CLAIMS.md.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+from .atomic import atomic_write_text
+
+CLAIMS: dict[str, str] = {
+    "A1": "Single-depth training gives depth scaling: NLL falls monotonically as k grows",
+    "A2": "Depth scaling strengthens with scale: the larger model is better at every k",
+    "A3": "Long phantom training makes shallow depths useless: k <= 16 near ln V, only k=K lands",
+    "A4": "Post-hoc max-prob exit on a single-depth model fails: worse than uniform depth at equal average compute",
+    "A5": "Intermediate depths are confident but wrong: max-softmax saturates long before quality",
+    "A6": "Multi-depth supervision makes exit free: exiting at k=1 costs about nothing",
+    "A7": "Trade-off law: depth scaling and free exit cannot coexist, at both sizes",
+    "A8": "Multi-depth supervision does not lower the quality ceiling",
+    "A9": "The 1-step phantom gradient saves ~46% memory and ~52% step time, and costs little over a short run",
+    "A10": "Over the full horizon phantom underfits badly",
+    "A11": "The suffix benchmark is padding-dominated and rankings reverse between with-pad and real-token NLL",
+    "A12": "SFT on pad-target data costs real-token NLL",
+    "A13": "Tied + full backprop beats the iso-parameter vanilla model after pre-training",
+    "A14": "...and after SFT, on both metrics (the 'triple win')",
+    "A15": "Loop diversity helps up to three loops, then regresses",
+    "A16": "alpha differentiates by loop; a loop with too few iterations inflates its alpha",
+    "A17": "The three-loop model is the best full-pipeline model",
+    "A18": "The tied block never converges to a fixed point",
+    "A19": "The residual norm is only a weak uncertainty probe, stronger at the larger size",
+    "A20": "Pre-trained-only models never emit pad and generate better than SFT models",
+    "A21": "Cross-model matrix against CEDLR-Hybrid2 and Meta-ASH",
+    "B1": "The depth-truncation slope conflates application count, distinct computation and readout calibration",
+    "B2": "repeat(1) isolates distinct computation, and is realisable only with weight sharing",
+    "B3": "In a recurrent model little of the truncation gap is correctable at the readout, unlike dense models",
+    "B4": "The negative control on dense models rules out protocol artefacts",
+    "B5": "Training with a sampled application count collapses the calibration share",
+    "B6": "The gap decomposes into application count, distinct depth, block composition and calibration terms",
+    "Q1": "How much of paper A's single-depth depth-scaling gap is correctable at the readout?",
+    "Q2": "Does A4 survive the corrected exit fallback (never-exited positions scored at full depth)?",
+    "Q3": "Does the paper's block form (state norm grows with k) drive A1, compared with a residual block?",
+    "Q4": "Do the 2x2 and multi-loop gaps (A13-A15) exceed their confidence intervals across seeds?",
+    "Q5": "Is the long-horizon phantom penalty (A10) specific to the paper's loop-input phantom form?",
+    "Q6": "Does evaluating on sequences the model trained on change the benchmark's conclusions (A11-A14)?",
+}
+
+CLAIM_VERDICTS = ("reproduced", "not reproduced", "inconclusive", "not testable")
+QUESTION_ANSWERS = ("yes", "no", "inconclusive")
+PROTOCOLS = ("paper", "corrected", "both")
+
+
+def verdict(holds: bool, contradicted: bool) -> str:
+    """'reproduced' when the claim's criterion holds, 'not reproduced' when its opposite holds, else inconclusive."""
+    if holds and contradicted:
+        raise ValueError("a criterion cannot both hold and be contradicted")
+    return "reproduced" if holds else "not reproduced" if contradicted else "inconclusive"
+
+
+def answer(yes: bool, no: bool) -> str:
+    if yes and no:
+        raise ValueError("an answer cannot be both yes and no")
+    return "yes" if yes else "no" if no else "inconclusive"
+
+
+def validate_entry(e: dict[str, Any]) -> None:
+    """Raise ValueError unless ``e`` is a well-formed ledger entry."""
+    required = {"id", "claim", "scale", "notebook", "protocol", "verdict", "criterion", "evidence", "recorded"}
+    missing = required - set(e)
+    if missing:
+        raise ValueError(f"claims entry lacks {sorted(missing)}: {e}")
+    if e["id"] not in CLAIMS:
+        raise ValueError(f"unknown claim id {e['id']!r}: expected one of {list(CLAIMS)}")
+    allowed = QUESTION_ANSWERS if e["id"].startswith("Q") else CLAIM_VERDICTS
+    if e["verdict"] not in allowed:
+        raise ValueError(f"claim {e['id']}: verdict must be one of {allowed}, got {e['verdict']!r}")
+    if e["protocol"] not in PROTOCOLS:
+        raise ValueError(f"claim {e['id']}: protocol must be one of {PROTOCOLS}, got {e['protocol']!r}")
+    if not isinstance(e["criterion"], str) or not e["criterion"].strip():
+        raise ValueError(f"claim {e['id']}: the criterion must be stated")
+    if not isinstance(e["evidence"], dict):
+        raise ValueError(f"claim {e['id']}: evidence must be a dict of numbers")
+
+
+def ledger_path(paper_dir: str | Path) -> Path:
+    return Path(paper_dir) / "claims.json"
+
+
+def read_ledger(paper_dir: str | Path) -> dict[str, Any]:
+    p = ledger_path(paper_dir)
+    return json.loads(p.read_text()) if p.is_file() else {"claims": []}
+
+
+def record(paper_dir: str | Path, scale: str, notebook: str, claim_id: str, verdict: str, criterion: str,
+           evidence: dict[str, Any], protocol: str = "paper") -> dict[str, Any]:
+    """Add or replace the entry for (claim, protocol, notebook) in the scale's ledger (atomic, locked)."""
+    entry = {"id": claim_id, "claim": CLAIMS.get(claim_id, ""), "scale": scale, "notebook": notebook,
+             "protocol": protocol, "verdict": verdict, "criterion": criterion,
+             "evidence": json.loads(json.dumps(evidence, default=float)),
+             "recorded": time.strftime("%Y-%m-%dT%H:%M:%S")}
+    validate_entry(entry)
+    path = ledger_path(paper_dir)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path.parent / ".claims.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        led = read_ledger(paper_dir)
+        key = (claim_id, protocol, notebook)
+        claims = [c for c in led["claims"] if (c["id"], c["protocol"], c["notebook"]) != key] + [entry]
+        order = list(CLAIMS)
+        claims.sort(key=lambda c: (order.index(c["id"]), c["protocol"], c["notebook"]))
+        atomic_write_text(path, json.dumps({"scale": scale, "claims": claims}, indent=1))
+    return entry

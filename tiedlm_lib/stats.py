@@ -1,0 +1,93 @@
+"""Paired document bootstrap for NLL comparisons.
+
+Every NLL here is a ratio of sums over documents (summed CE / number of targets), so a replicate resamples documents
+with replacement and recomputes the ratio. Comparisons are *paired*: one resample of document indices is shared by
+every condition, so a difference's CI reflects only how the conditions differ on the same documents.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .evaluation import NLLStats
+
+METRICS = ("masked", "with_pad")
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """A point estimate with a percentile bootstrap interval."""
+
+    point: float
+    lo: float
+    hi: float
+    level: float = 0.95
+
+    def __str__(self) -> str:
+        return f"{self.point:.4f} [{self.lo:.4f}, {self.hi:.4f}]"
+
+    @property
+    def above_zero(self) -> bool:
+        return self.lo > 0
+
+    @property
+    def below_zero(self) -> bool:
+        return self.hi < 0
+
+    def as_dict(self) -> dict[str, float]:
+        return {"point": self.point, "lo": self.lo, "hi": self.hi, "level": self.level}
+
+
+def bootstrap_indices(n_docs: int, n_boot: int = 2000, seed: int = 0) -> np.ndarray:
+    """(n_boot, n_docs) document indices, one shared resample per replicate."""
+    if n_docs < 2:
+        raise ValueError(f"a bootstrap needs at least 2 documents, got {n_docs}")
+    return np.random.default_rng(seed).integers(0, n_docs, size=(n_boot, n_docs))
+
+
+def _num_den(s: NLLStats, metric: str) -> tuple[np.ndarray, np.ndarray]:
+    if metric == "masked":
+        return s.sum_real, s.n_real
+    if metric == "with_pad":
+        return s.sum_all, s.n_all
+    raise ValueError(f"metric must be one of {METRICS}, got {metric!r}")
+
+
+def value(s: NLLStats, metric: str = "masked") -> float:
+    num, den = _num_den(s, metric)
+    return float(num.sum() / den.sum())
+
+
+def replicates(s: NLLStats, idx: np.ndarray, metric: str = "masked") -> np.ndarray:
+    num, den = _num_den(s, metric)
+    return num[idx].sum(1) / np.maximum(den[idx].sum(1), 1)
+
+
+def _check_paired(a: NLLStats, b: NLLStats) -> None:
+    if len(a.doc_index) != len(b.doc_index) or not np.array_equal(a.doc_index, b.doc_index):
+        raise ValueError("paired comparison needs both results on the same documents in the same order")
+
+
+def paired_diff(a: NLLStats, b: NLLStats, metric: str = "masked", n_boot: int = 2000, seed: int = 0,
+                level: float = 0.95) -> Estimate:
+    """NLL(a) − NLL(b) with a paired document-bootstrap percentile interval."""
+    _check_paired(a, b)
+    idx = bootstrap_indices(len(a.doc_index), n_boot, seed)
+    d = replicates(a, idx, metric) - replicates(b, idx, metric)
+    q = (1 - level) / 2
+    return Estimate(value(a, metric) - value(b, metric), float(np.quantile(d, q)), float(np.quantile(d, 1 - q)), level)
+
+
+def mean_ci(s: NLLStats, metric: str = "masked", n_boot: int = 2000, seed: int = 0, level: float = 0.95) -> Estimate:
+    r = replicates(s, bootstrap_indices(len(s.doc_index), n_boot, seed), metric)
+    q = (1 - level) / 2
+    return Estimate(value(s, metric), float(np.quantile(r, q)), float(np.quantile(r, 1 - q)), level)
+
+
+def interpolate(lo: NLLStats, hi: NLLStats, w: float) -> NLLStats:
+    """Per-document linear interpolation (1 − w)·lo + w·hi: uniform depth at a fractional average depth."""
+    _check_paired(lo, hi)
+    return NLLStats(lo.doc_index, (1 - w) * lo.sum_all + w * hi.sum_all, lo.n_all,
+                    (1 - w) * lo.sum_real + w * hi.sum_real, lo.n_real)

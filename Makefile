@@ -51,7 +51,7 @@ main: setup
 	done
 
 lint: setup
-	$(BIN)/ruff check tiedlm_lib tests
+	$(BIN)/ruff check tiedlm_lib tests benchmarks
 
 clean-runs:
 	rm -rf runs

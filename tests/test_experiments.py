@@ -104,3 +104,12 @@ def test_cli_train_eval_and_errors(tmp_path, capsys):
     assert "--depths must be comma-separated integers" in capsys.readouterr().err
     assert main(["eval", "v3", *args, "--depths", "0,2"]) == 2
     assert "depth must be a positive integer" in capsys.readouterr().err
+
+
+def test_cache_keys_are_stable():
+    """The runs cache is keyed by a config hash: these are the hashes of runs committed results came from. A change
+    here invalidates every cached run — make it deliberately (and say so), never by accident."""
+    assert experiment("v3", "cpu").fingerprint() == "3edf95536c35"
+    assert experiment("v3", "cpu", overrides={"model.block": "residual"}).fingerprint() == "2ce047adf9d0"
+    assert experiment("v6", "cpu").fingerprint() == "9a83a9ba270d"
+    assert experiment("v3", "cpu", overrides={"data.split": "paper"}).fingerprint() != "3edf95536c35"

@@ -171,9 +171,9 @@ def test_nonfinite_losses_are_skipped_then_stop_the_run(tmp_path, smoke_corpus, 
     real = tr.supervised_loss
     calls = {"n": 0}
 
-    def flaky(model, x, y, cfg):
+    def flaky(model, x, y, cfg, normalizer=None):
         calls["n"] += 1
-        loss, per = real(model, x, y, cfg)
+        loss, per = real(model, x, y, cfg, normalizer)
         return (loss * float("nan") if calls["n"] in (2, 3) else loss), per
 
     monkeypatch.setattr(tr, "supervised_loss", flaky)
@@ -181,7 +181,10 @@ def test_nonfinite_losses_are_skipped_then_stop_the_run(tmp_path, smoke_corpus, 
     assert res.skipped_steps == 2 and math.isfinite(res.final_loss)
     assert all(torch.isfinite(p).all() for p in res.model.parameters())
 
-    monkeypatch.setattr(tr, "supervised_loss", lambda m, x, y, c: (real(m, x, y, c)[0] * float("inf"), {}))
+    def always_inf(model, x, y, cfg, normalizer=None):
+        return real(model, x, y, cfg)[0] * float("inf"), {}
+
+    monkeypatch.setattr(tr, "supervised_loss", always_inf)
     with pytest.raises(NonFiniteLossError, match="max_nonfinite=2"):
         train(_smoke(steps=6, max_nonfinite=2), tmp_path, smoke_corpus, progress=False)
     assert (tmp_path / "checkpoint.safetensors").is_file() and not (tmp_path / "model.safetensors").exists()
@@ -197,3 +200,14 @@ def test_train_config_validation():
     with pytest.raises(ValueError, match="vocab_size"):
         run = _smoke()
         RunConfig("x", "smoke", dataclasses.replace(run.model, vocab_size=999), run.train, run.data)
+
+
+@pytest.mark.parametrize("depths", [None, (1, 2, 4)])
+def test_checkpoint_backprop_gives_the_exact_full_gradient(depths):
+    m = tiny_model("S A*4 S", dtype=torch.float64)
+    x, y = _batch()
+    full = _grads(m, supervised_loss(m, x, y, TrainConfig(steps=2, depths=depths))[0])
+    ck = _grads(m, supervised_loss(m, x, y, TrainConfig(steps=2, depths=depths, backprop="checkpoint"))[0])
+    assert set(full) == set(ck)
+    for n in full:
+        assert torch.allclose(full[n], ck[n], atol=1e-12), n

@@ -86,15 +86,18 @@ def cmd_info(args) -> None:
 
 
 def cmd_train(args) -> None:
+    from .distributed import rank_world
     from .experiments import experiment, get_run
 
     run = experiment(args.name, args.scale, args.seed, _parse_set(args.set))
     t = time.perf_counter()
-    r = get_run(run, root=args.runs, progress=True)
+    r = get_run(run, root=args.runs, progress=True, device=args.device)
     res = r.result
-    print(f"{run.name}/{run.scale}/seed {run.train.seed}: {res['steps']} steps, final loss {res['final_loss']:.4f}, "
-          f"{res['seconds']:.0f} s training ({res['seconds'] / res['steps']:.3f} s/step), "
-          f"{res['params']:,} params, alpha {res['alpha']}; cache {r.dir} (call took {time.perf_counter() - t:.0f} s)")
+    if rank_world()[0] == 0:
+        print(f"{run.name}/{run.scale}/seed {run.train.seed}: {res['steps']} steps, "
+              f"final loss {res['final_loss']:.4f}, {res['seconds']:.0f} s training "
+              f"({res['seconds'] / res['steps']:.3f} s/step), {res['params']:,} params, alpha {res['alpha']}; "
+              f"{'trained now' if r.fresh else 'from the cache'}: {r.dir} (call took {time.perf_counter() - t:.0f} s)")
 
 
 def cmd_eval(args) -> None:
@@ -103,8 +106,9 @@ def cmd_eval(args) -> None:
     from .experiments import experiment, get_run
 
     run = experiment(args.name, args.scale, args.seed, _parse_set(args.set))
-    r = get_run(run, root=args.runs, progress=True, train_if_missing=not args.no_train)
+    r = get_run(run, root=args.runs, progress=True, train_if_missing=not args.no_train, device=args.device)
     corpus = prepare_corpus(run.data)
+    model = r.model.to(args.device)
     K = max(run.model.trained_depth.values(), default=None)
     report: dict = {"run": run.name, "scale": run.scale, "seed": run.train.seed, "dir": str(r.dir)}
 
@@ -115,19 +119,19 @@ def cmd_eval(args) -> None:
     if K is None:
         from .evaluation import evaluate_nll
 
-        stats = evaluate_nll(r.model, batches())
+        stats = evaluate_nll(model, batches(), device=args.device)
         report["nll"] = stats.row()
         print(_table([stats.row()], ["nll_masked", "nll_with_pad", "pad_fraction", "real_tokens"]))
     else:
         depths = _ints(args.depths, "--depths") if args.depths else sorted({2 ** i for i in range(K.bit_length())}
                                                                            | {K, 2 * K})
-        ds = depth_stats(r.model, batches(), depths)
+        ds = depth_stats(model, batches(), depths, args.device)
         report["k_sweep"] = ds.table()
         print(f"k sweep on {len(ds.doc_index)} validation documents ({args.sampling} sampling):")
         print(_table(report["k_sweep"], ["k", "nll_masked", "nll_with_pad", "pad_fraction", "maxprob_real"]))
         taus = _floats(args.taus, "--taus")
         supervised = list(run.train.depths) if run.train.depths else None
-        exit_stats = depth_stats(r.model, batches(), supervised or list(range(1, K + 1)))
+        exit_stats = depth_stats(model, batches(), supervised or list(range(1, K + 1)), args.device)
         rows = []
         for fb in ("paper", "final"):
             rows += [res.__dict__ for res in maxprob_exit(exit_stats, taus, fb, supervised)]
@@ -155,6 +159,7 @@ def main(argv: list[str] | None = None) -> int:
         sp.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                         help="override a config field, e.g. train.steps=200 or model.block=residual")
         sp.add_argument("--runs", default=None, help="runs cache directory (default ./runs or $TIEDLM_RUNS)")
+        sp.add_argument("--device", default="cpu", help="cpu or cuda (under torchrun: one GPU per process)")
         sp.set_defaults(fn=fn)
         if name == "eval":
             sp.add_argument("--depths", default="", help="comma-separated depths (default powers of 2, K and 2K)")

@@ -12,11 +12,12 @@ from typing import Any
 from .layout import parse_layout
 
 BLOCK_FORMS = ("paper", "residual")
-BACKPROP_MODES = ("full", "phantom")
+BACKPROP_MODES = ("full", "phantom", "checkpoint")
 PAD_TARGETS = ("ignore", "include")
 SCHEDULES = ("cosine", "constant")
 BATCH_MODES = ("padded", "packed")
 AMP_MODES = ("auto", "bf16", "none")
+SPLITS = ("document", "paper")
 
 
 def _check(cond: bool, msg: str) -> None:
@@ -93,6 +94,8 @@ class TrainConfig:
     betas: tuple[float, float] = (0.9, 0.999)
     weight_decay: float = 0.01  # on all parameters, as the original code did (PROTOCOL §7.14)
     clip: float = 1.0
+    # "full": exact BPTT through every iteration; "phantom": the paper's one-step phantom gradient at the loop input
+    # (PROTOCOL §4.4); "checkpoint": exact gradients, activations recomputed per iteration (memory near phantom's).
     backprop: str = "full"
     # Supervision: None trains at the model's trained depth only; a tuple of depths trains the weighted mean of the
     # CE at each (the paper's multi-depth: (1, 2, 4, 8, 16, 30), equal weights).
@@ -100,6 +103,7 @@ class TrainConfig:
     depth_weights: tuple[float, ...] | None = None
     pad_targets: str = "ignore"  # "ignore": CE with ignore_index = pad (PT); "include": pad targets trained (SFT)
     amp: str = "auto"  # bf16 autocast on CUDA, fp32 on CPU
+    compile: bool = False  # torch.compile each block (pays off on CUDA; did not on the 2-core CPU)
     seed: int = 0  # initialisation (torch.manual_seed)
     data_seed: int = 42  # the batch stream (random.Random), as in every original PT script
     checkpoint_every: int = 0  # 0: only at the end
@@ -152,6 +156,9 @@ class DataConfig:
     seq_len: int = 128
     batch_mode: str = "padded"  # "padded": one document per row, truncated/right-padded with 0 (the paper)
     val_fraction: float = 0.05
+    # "document": by a seeded hash of each text, disjoint by construction (the default); "paper": the first 95% of
+    # the file trains and the last 5% validates, as in the original scripts.
+    split: str = "document"
     split_seed: int = 0
     verses_per_doc: tuple[int, int] = (1, 4)  # kjv only: a document is 1..4 consecutive verses of one chapter
     max_docs: int | None = None  # use only the first n documents (small runs, tests)
@@ -162,12 +169,17 @@ class DataConfig:
         for name in ("vocab_size", "seq_len"):
             _positive_int(self, name)
         _choice(self, "batch_mode", BATCH_MODES)
+        _choice(self, "split", SPLITS)
         _check(0.0 < self.val_fraction < 1.0, f"DataConfig.val_fraction must be in (0, 1), got {self.val_fraction!r}")
         lo, hi = self.verses_per_doc
         _check(1 <= lo <= hi,
                f"DataConfig.verses_per_doc must be (lo, hi) with 1 <= lo <= hi, got {self.verses_per_doc}")
         if self.max_docs is not None:
             _positive_int(self, "max_docs")
+
+
+# (section, field) -> default of options added after the first runs were cached; see RunConfig.fingerprint.
+NEUTRAL_DEFAULTS: dict[tuple[str, str], Any] = {("train", "compile"): False, ("data", "split"): "document"}
 
 
 @dataclass(frozen=True)
@@ -196,11 +208,17 @@ class RunConfig:
                    train=TrainConfig(**d["train"]), data=DataConfig(**d["data"]))
 
     def fingerprint(self) -> str:
-        """A short hash of everything that changes the trained weights (the name and scale are labels only)."""
+        """A short hash of everything that changes the trained weights (the name and scale are labels only).
+
+        Options added after runs were cached are left out while they hold their default (``NEUTRAL_DEFAULTS``), so a
+        new option does not invalidate the runs cache; an option whose default changes must leave that table."""
         d = self.to_dict()
         d.pop("name")
         d.pop("scale")
         for k in ("log_every", "checkpoint_every"):
             d["train"].pop(k)
+        for (section, key), default in NEUTRAL_DEFAULTS.items():
+            if d[section].get(key) == default:
+                d[section].pop(key)
         blob = json.dumps(d, sort_keys=True, default=list)
         return hashlib.sha256(blob.encode()).hexdigest()[:12]

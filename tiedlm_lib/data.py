@@ -11,15 +11,19 @@ from __future__ import annotations
 import hashlib
 import importlib.util
 import json
+import os
 import random
 import re
+import shutil
 import sqlite3
+import tempfile
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import torch
+from tqdm.auto import tqdm
 
 from .atomic import atomic_write
 from .config import DataConfig
@@ -70,8 +74,33 @@ def kjv_documents(verses_per_doc: tuple[int, int] = (1, 4), seed: int = 0) -> li
     return docs
 
 
-def _read_jsonl(path: Path, text_field: str) -> list[str]:
-    texts = []
+HUB_PREFIX = "hf://"
+MINIMIND_HUB = "hf://jingyaogong/minimind_dataset/pretrain_hq.jsonl"
+
+
+def hub_file(spec: str) -> Path:
+    """Download ``hf://<owner>/<dataset>/<file>`` from the Hugging Face hub (only when the user names such a corpus;
+    nothing else ever downloads). Offline, this fails with a message saying what to fetch by hand."""
+    parts = spec[len(HUB_PREFIX):].split("/", 2)
+    if len(parts) != 3 or not all(parts):
+        raise ValueError(f"hub corpus must look like {MINIMIND_HUB!r}, got {spec!r}")
+    repo_id, filename = "/".join(parts[:2]), parts[2]
+    hint = "download it by hand and pass its local path as the corpus"
+    if os.environ.get("HF_HUB_OFFLINE", "0").lower() in ("1", "true", "yes", "on"):
+        raise ValueError(f"could not download {filename!r} from the hub dataset {repo_id!r}: HF_HUB_OFFLINE is set; "
+                         + hint)
+    try:
+        from huggingface_hub import hf_hub_download
+
+        return Path(hf_hub_download(repo_id=repo_id, filename=filename, repo_type="dataset"))
+    except Exception as e:  # network, auth, missing file, HF_HUB_OFFLINE: one clear message
+        raise ValueError(
+            f"could not download {filename!r} from the hub dataset {repo_id!r} ({type(e).__name__}: {e}); " + hint
+        ) from None
+
+
+def _jsonl_objects(path: Path) -> Iterator[tuple[int, object]]:
+    """(line number, parsed object) for each non-blank line; bad bytes or JSON raise with the file and line."""
     with open(path, "rb") as fh:
         for lineno, raw in enumerate(fh, 1):
             try:
@@ -81,12 +110,17 @@ def _read_jsonl(path: Path, text_field: str) -> list[str]:
             if not line.strip():
                 continue
             try:
-                obj = json.loads(line)
+                yield lineno, json.loads(line)
             except json.JSONDecodeError as e:
                 raise ValueError(f"{path}:{lineno}: malformed JSON line ({e.msg} at column {e.colno})") from None
-            if not isinstance(obj, dict) or not isinstance(obj.get(text_field), str):
-                raise ValueError(f"{path}:{lineno}: expected a JSON object with a string field {text_field!r}")
-            texts.append(obj[text_field])
+
+
+def _read_jsonl(path: Path, text_field: str) -> list[str]:
+    texts = []
+    for lineno, obj in _jsonl_objects(path):
+        if not isinstance(obj, dict) or not isinstance(obj.get(text_field), str):
+            raise ValueError(f"{path}:{lineno}: expected a JSON object with a string field {text_field!r}")
+        texts.append(obj[text_field])
     return texts
 
 
@@ -102,7 +136,7 @@ def load_corpus(cfg: DataConfig) -> datasets.Dataset:
     if cfg.corpus == "kjv":
         texts = kjv_documents(cfg.verses_per_doc, seed=0)
     else:
-        path = Path(cfg.corpus)
+        path = hub_file(cfg.corpus) if cfg.corpus.startswith(HUB_PREFIX) else Path(cfg.corpus)
         if not path.is_file():
             raise FileNotFoundError(f"corpus file not found: {path} (DataConfig.corpus is 'kjv' or a file path)")
         suffix = path.suffix.lower()
@@ -130,6 +164,27 @@ def load_corpus(cfg: DataConfig) -> datasets.Dataset:
     if not texts:
         raise ValueError(f"corpus {cfg.corpus!r} is empty: it holds no non-blank document")
     return datasets.Dataset.from_dict({"doc_id": list(range(len(texts))), "text": texts})
+
+
+def load_conversations(path: str | Path, field: str = "conversations") -> datasets.Dataset:
+    """An SFT corpus in minimind's format, one JSON object per line: ``{"conversations": [{"role": "user",
+    "content": "..."}, {"role": "assistant", "content": "..."}, ...]}``. Rendering into padded training sequences
+    belongs to the SFT protocol; this validates and loads (``hf://`` paths download on request, as for corpora)."""
+    path = hub_file(str(path)) if str(path).startswith(HUB_PREFIX) else Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"conversation file not found: {path}")
+    convs = []
+    for lineno, obj in _jsonl_objects(path):
+        turns = obj.get(field) if isinstance(obj, dict) else None
+        if not isinstance(turns, list) or not turns or not all(
+                isinstance(t, dict) and isinstance(t.get("role"), str) and isinstance(t.get("content"), str)
+                for t in turns):
+            raise ValueError(f"{path}:{lineno}: expected {{\"{field}\": [{{\"role\": ..., \"content\": ...}}, "
+                             "...]} with string roles and contents")
+        convs.append([{"role": t["role"], "content": t["content"]} for t in turns])
+    if not convs:
+        raise ValueError(f"conversation file {path} is empty")
+    return datasets.Dataset.from_dict({"doc_id": list(range(len(convs))), field: convs})
 
 
 def split_corpus(ds: datasets.Dataset, val_fraction: float, seed: int = 0) -> tuple[datasets.Dataset, datasets.Dataset]:
@@ -238,21 +293,32 @@ class TokenDocs:
         return cls(flat, offsets)
 
 
-def encode_documents(tok, ds: datasets.Dataset) -> TokenDocs:
-    """Tokenise every document (cached by corpus and tokenizer content)."""
-    path = cache_dir() / "tokens" / f"{corpus_fingerprint(ds)}-{tokenizer_hash(tok)}.npz"
-    if path.is_file():
-        with np.load(path) as z:
-            return TokenDocs(z["flat"], z["offsets"])
-    enc = tok.encode_batch(list(ds["text"]))
-    docs = TokenDocs.from_lists([e.ids for e in enc])
-
-    def write(tmp: str) -> None:
-        with open(tmp, "wb") as fh:
-            np.savez(fh, flat=docs.flat, offsets=docs.offsets)
-
-    atomic_write(path, write)
-    return docs
+def encode_documents(tok, ds: datasets.Dataset, chunk: int = 20_000) -> TokenDocs:
+    """Tokenise every document once; the result is cached as two .npy files (keyed by corpus and tokenizer content)
+    and memory-mapped on later loads, so paper-scale corpora are never re-tokenised per run."""
+    path = cache_dir() / "tokens" / f"{corpus_fingerprint(ds)}-{tokenizer_hash(tok)}"
+    if (path / "offsets.npy").is_file():
+        return TokenDocs(np.load(path / "flat.npy", mmap_mode="r"), np.load(path / "offsets.npy", mmap_mode="r"))
+    texts = ds["text"]
+    flats, lens = [], []
+    for i in tqdm(range(0, len(texts), chunk), desc="tokenising", disable=len(texts) <= chunk, leave=False):
+        for e in tok.encode_batch(list(texts[i: i + chunk])):
+            flats.append(np.asarray(e.ids, dtype=np.int32))
+            lens.append(len(e.ids))
+    offsets = np.concatenate([[0], np.cumsum(np.asarray(lens, dtype=np.int64))])
+    flat = np.concatenate(flats) if flats else np.zeros(0, np.int32)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.", dir=path.parent))
+    try:
+        np.save(tmp / "flat.npy", flat)
+        np.save(tmp / "offsets.npy", offsets)  # written last: its presence marks a complete cache
+        os.replace(tmp, path)  # atomic; if another process won the race, its identical copy stays
+    except OSError:
+        if not (path / "offsets.npy").is_file():
+            raise
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return TokenDocs(flat, offsets)
 
 
 @dataclass
@@ -266,9 +332,21 @@ class Corpus:
     val: TokenDocs
 
 
+def split_paper(ds: datasets.Dataset, val_fraction: float) -> tuple[datasets.Dataset, datasets.Dataset]:
+    """The original split (PROTOCOL §1): the first (1 − f) of the documents in file order train, the rest validate
+    (1,270,238 → 1,206,726 / 63,512). Disjoint by position, not by text: a repeated text can straddle it."""
+    n_train = int(len(ds) * (1 - val_fraction))
+    if n_train == 0 or n_train == len(ds):
+        raise ValueError(f"corpus of {len(ds)} documents is too small for val_fraction={val_fraction}")
+    return ds.select(range(n_train)), ds.select(range(n_train, len(ds)))
+
+
 def prepare_corpus(cfg: DataConfig) -> Corpus:
     ds = load_corpus(cfg)
-    tr, va = split_corpus(ds, cfg.val_fraction, cfg.split_seed)
+    if cfg.split == "paper":
+        tr, va = split_paper(ds, cfg.val_fraction)
+    else:
+        tr, va = split_corpus(ds, cfg.val_fraction, cfg.split_seed)
     tok = get_tokenizer(cfg, tr)
     return Corpus(tr, va, tok, encode_documents(tok, tr), encode_documents(tok, va))
 

@@ -19,6 +19,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import torch
+
+from . import distributed
 from .checkpoint import load_model
 from .config import DataConfig, ModelConfig, RunConfig, TrainConfig
 from .model import TiedLM
@@ -49,6 +52,7 @@ class Scale:
     long_warmup: int
     depths: tuple[int, ...]  # the multi-depth supervision set, ending at K
     corpus: str = "kjv"
+    split: str = "document"  # "paper": the original positional 95%/5% split
     max_docs: int | None = None
     log_every: int = 10
 
@@ -64,7 +68,7 @@ SCALES: dict[str, Scale] = {
     # PROTOCOL §1-§4 exactly. The corpus is the minimind pretraining JSONL: set TIEDLM_MINIMIND to its path.
     "paper": Scale("paper", Size(128, 4, 6e-4, 6e-5), Size(320, 10, 4e-4, 4e-5), K=30, seq_len=256,
                    vocab_size=23005, batch_size=32, short_steps=3000, long_steps=39695, long_warmup=1000,
-                   depths=(1, 2, 4, 8, 16, 30), corpus="minimind", log_every=100),
+                   depths=(1, 2, 4, 8, 16, 30), corpus="minimind", split="paper", log_every=100),
 }
 
 
@@ -124,8 +128,9 @@ def _data_config(s: Scale) -> DataConfig:
         corpus = os.environ.get("TIEDLM_MINIMIND", "")
         if not corpus:
             raise ValueError("the paper scale trains on the minimind pretraining JSONL: set TIEDLM_MINIMIND to its "
-                             "path (e.g. pretrain_hq.jsonl)")
-    return DataConfig(corpus=corpus, vocab_size=s.vocab_size, seq_len=s.seq_len, max_docs=s.max_docs)
+                             "local path (e.g. /data/pretrain_hq.jsonl), or to "
+                             "hf://jingyaogong/minimind_dataset/pretrain_hq.jsonl to download it from the hub")
+    return DataConfig(corpus=corpus, vocab_size=s.vocab_size, seq_len=s.seq_len, max_docs=s.max_docs, split=s.split)
 
 
 def _apply_overrides(run: RunConfig, overrides: dict[str, Any]) -> RunConfig:
@@ -177,6 +182,7 @@ class Run:
     config: RunConfig
     dir: Path
     model: TiedLM
+    fresh: bool = False  # trained (or resumed) by this call rather than loaded from the cache
 
     @property
     def metrics(self) -> list[dict[str, Any]]:
@@ -212,14 +218,23 @@ def get_run(name_or_config: str | RunConfig, scale: str = "cpu", seed: int = 0,
         cfg = experiment(name_or_config, scale, seed, overrides)
     path = run_dir(cfg, root)
     path.parent.mkdir(parents=True, exist_ok=True)
+    distributed.init_from_env(torch.device(device))
+    rank, world = distributed.rank_world()
+    fresh = False
+    # Rank 0 holds the lock; under torchrun every rank trains together (rank 0 decides whether training is needed).
     with open(path.parent / f".{path.name}.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        if not is_complete(path):
+        if rank == 0:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+        fresh = distributed.broadcast_object(not is_complete(path))
+        if fresh:
             if not train_if_missing:
                 raise FileNotFoundError(f"run {cfg.name}/{cfg.scale}/seed {cfg.train.seed} is not in the cache: {path}")
             res = train(cfg, path, progress=progress, device=device)
-            atomic_write_text(path / "result.json", json.dumps(
-                {"final_loss": res.final_loss, "skipped_steps": res.skipped_steps, "seconds": res.seconds,
-                 "steps": cfg.train.steps, "params": res.model.num_params(), "alpha": res.model.alphas()}, indent=1))
-            (path / "checkpoint.safetensors").unlink(missing_ok=True)  # the final weights supersede it
-    return Run(cfg, path, load_model(path / FINAL, cfg.model))
+            if rank == 0:
+                atomic_write_text(path / "result.json", json.dumps(
+                    {"final_loss": res.final_loss, "skipped_steps": res.skipped_steps, "seconds": res.seconds,
+                     "steps": cfg.train.steps, "params": res.model.num_params(), "alpha": res.model.alphas(),
+                     "processes": world}, indent=1))
+                (path / "checkpoint.safetensors").unlink(missing_ok=True)  # the final weights supersede it
+            distributed.barrier()
+    return Run(cfg, path, load_model(path / FINAL, cfg.model), fresh)

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
+import torch.utils.checkpoint
 
 from .config import BACKPROP_MODES, ModelConfig
 from .layout import Segment, parse_layout
@@ -141,6 +142,7 @@ class TiedLM(nn.Module):
     bottom runs once, the loop runs to max(depths), the top stack reads out each requested depth); with several
     loops each depth is its own pass after the shared bottom.
 
+    ``backprop="checkpoint"`` gives the exact gradient of ``"full"`` while storing only each iteration's input.
     ``backprop="phantom"`` is the paper's phantom gradient (PROTOCOL §4.4): the loop runs without gradient from its
     input h, one step z₁ = h + α·f(h) is taken with gradient, and the output z* + (z₁ − stopgrad(z₁)) has the forward
     value of z* and the gradient of that first step at the loop *input*.
@@ -219,8 +221,10 @@ class TiedLM(nn.Module):
                 if i in wanted:
                     yield i, z + st
             return
+        remat = backprop == "checkpoint" and torch.is_grad_enabled()
         for i in range(1, wanted[-1] + 1):
-            z = block(z)
+            # checkpoint: keep only each iteration's input; recompute the block's activations during backward
+            z = torch.utils.checkpoint.checkpoint(block, z, use_reentrant=False) if remat else block(z)
             if trace is not None:
                 trace.append(z.detach())
             if i in wanted:

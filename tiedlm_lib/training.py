@@ -15,6 +15,7 @@ import torch
 import torch.nn.functional as F
 from tqdm.auto import tqdm
 
+from . import distributed
 from .atomic import atomic_write_text
 from .checkpoint import CheckpointError, config_diff, load_checkpoint, save_checkpoint, save_model
 from .config import RunConfig, TrainConfig
@@ -37,23 +38,33 @@ def lr_at(step: int, cfg: TrainConfig) -> float:
     return cfg.lr_min + (cfg.lr - cfg.lr_min) * 0.5 * (1 + math.cos(math.pi * t))
 
 
-def lm_loss(logits: torch.Tensor, targets: torch.Tensor, pad_targets: str = "ignore") -> torch.Tensor:
-    """Token-mean cross-entropy in fp32; pad targets ignored (pre-training) or counted (the paper's SFT)."""
+def lm_loss(logits: torch.Tensor, targets: torch.Tensor, pad_targets: str = "ignore",
+            normalizer: float | None = None) -> torch.Tensor:
+    """Token-mean cross-entropy in fp32; pad targets ignored (pre-training) or counted (the paper's SFT).
+
+    ``normalizer`` divides the summed CE by a given target count instead (data parallelism: the global count)."""
     ignore = PAD_ID if pad_targets == "ignore" else -100
-    return F.cross_entropy(logits.float().flatten(0, 1), targets.flatten(), ignore_index=ignore)
+    if normalizer is None:
+        return F.cross_entropy(logits.float().flatten(0, 1), targets.flatten(), ignore_index=ignore)
+    total = F.cross_entropy(logits.float().flatten(0, 1), targets.flatten(), ignore_index=ignore, reduction="sum")
+    return total / normalizer
 
 
-def supervised_loss(model: TiedLM, x: torch.Tensor, y: torch.Tensor, cfg: TrainConfig
-                    ) -> tuple[torch.Tensor, dict[int, float]]:
+def count_targets(targets: torch.Tensor, pad_targets: str = "ignore") -> int:
+    return int((targets != PAD_ID).sum()) if pad_targets == "ignore" else targets.numel()
+
+
+def supervised_loss(model: TiedLM, x: torch.Tensor, y: torch.Tensor, cfg: TrainConfig,
+                    normalizer: float | None = None) -> tuple[torch.Tensor, dict[int, float]]:
     """Single-depth: CE at the trained depth. Multi-depth: the weighted mean of the CE at each supervised depth,
     read out from one forward pass that shares the loop iterations (PROTOCOL §4.3)."""
     if cfg.depths is None:
-        return lm_loss(model(x, backprop=cfg.backprop), y, cfg.pad_targets), {}
+        return lm_loss(model(x, backprop=cfg.backprop), y, cfg.pad_targets, normalizer), {}
     weights = cfg.depth_weights or (1.0,) * len(cfg.depths)
     w = dict(zip(cfg.depths, weights))
     total, per_depth = 0.0, {}
     for k, logits in model.iter_depths(x, cfg.depths, cfg.backprop):
-        ce = lm_loss(logits, y, cfg.pad_targets)
+        ce = lm_loss(logits, y, cfg.pad_targets, normalizer)
         per_depth[k] = ce.detach()
         total = total + w[k] * ce
     return total / sum(weights), per_depth
@@ -106,7 +117,13 @@ def train(run: RunConfig, out_dir: str | Path | None = None, corpus: Corpus | No
     batch stream's state are all restored."""
     cfg = run.train
     device = torch.device(device)
+    distributed.init_from_env(device)
+    rank, world = distributed.rank_world()
+    device = distributed.local_device(device)
+    if cfg.batch_size % world:
+        raise ValueError(f"batch_size {cfg.batch_size} is not divisible by the number of processes {world}")
     out = Path(out_dir) if out_dir is not None else None
+    writer = out if rank == 0 else None  # only rank 0 writes logs and checkpoints
     corpus = corpus if corpus is not None else prepare_corpus(run.data)
     vocab = corpus.tokenizer.get_vocab_size()
     if vocab > run.model.vocab_size:
@@ -114,7 +131,11 @@ def train(run: RunConfig, out_dir: str | Path | None = None, corpus: Corpus | No
 
     torch.manual_seed(cfg.seed)
     model = TiedLM(run.model).to(device)
-    opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr, betas=cfg.betas, weight_decay=cfg.weight_decay)
+    opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr, betas=cfg.betas, weight_decay=cfg.weight_decay,
+                            fused=device.type == "cuda")
+    if cfg.compile:
+        for block in model.blocks.values():  # compile the blocks: every path (depths, phantom, exits) uses them
+            block.compile()
     stream = BatchStream(corpus.train, run.data.seq_len, cfg.batch_size, cfg.data_seed, run.data.batch_mode)
     start, skipped, elapsed = 0, 0, 0.0
     metrics: list[dict[str, Any]] = []
@@ -130,7 +151,7 @@ def train(run: RunConfig, out_dir: str | Path | None = None, corpus: Corpus | No
         _restore_optim(opt, tensors, meta["param_groups"])
         stream.set_state(meta["stream_state"])
         start, skipped, elapsed = meta["step"], meta["skipped"], meta["elapsed"]
-    if out is not None:
+    if writer is not None:
         out.mkdir(parents=True, exist_ok=True)
         mpath = out / "metrics.jsonl"
         if mpath.is_file():  # keep only lines from before the resumed step (a crash may have logged past it)
@@ -139,7 +160,7 @@ def train(run: RunConfig, out_dir: str | Path | None = None, corpus: Corpus | No
         atomic_write_text(out / "config.json", json.dumps(run.to_dict(), indent=1))
 
     def checkpoint(step: int) -> None:
-        if out is None:
+        if writer is None:
             return
         tensors, groups = _optim_tensors(opt)
         tensors.update({f"model.{k}": v for k, v in model.state_dict().items()})
@@ -149,24 +170,27 @@ def train(run: RunConfig, out_dir: str | Path | None = None, corpus: Corpus | No
 
     def log(m: dict[str, Any]) -> None:
         metrics.append(m)
-        if out is not None:
+        if writer is not None:
             with open(out / "metrics.jsonl", "a") as fh:
                 fh.write(json.dumps(m) + "\n")
 
     model.train()
     end = cfg.steps if stop_after is None else min(cfg.steps, start + stop_after)
     bar = tqdm(range(start, end), initial=start, total=cfg.steps, desc=f"train {run.name}/{run.scale}",
-               disable=None if progress is None else not progress, leave=False)  # None: off when not a TTY
+               disable=rank > 0 or (None if progress is None else not progress),  # None: off when not a TTY
+               leave=False, mininterval=1.0)
     loss_val = float("nan")
     t0 = time.perf_counter()
     for step in bar:
         lr = lr_at(step, cfg)
         for g in opt.param_groups:
             g["lr"] = lr
-        x, y = (t.to(device) for t in stream.next())
+        x, y = stream.next()  # the global batch, identical on every rank
+        n_targets = count_targets(y, cfg.pad_targets)
+        x, y = x[rank::world].to(device), y[rank::world].to(device)  # this rank's rows
         with _autocast(device, cfg.amp):
-            loss, per_depth = supervised_loss(model, x, y, cfg)
-        loss_val = loss.item()
+            loss, per_depth = supervised_loss(model, x, y, cfg, normalizer=n_targets if world > 1 else None)
+        loss_val = distributed.all_reduce_sum(loss.detach()).item()  # every rank sees the global loss
         if not math.isfinite(loss_val):
             skipped += 1
             log({"step": step, "event": "nonfinite_loss_skipped", "skipped": skipped})
@@ -179,23 +203,25 @@ def train(run: RunConfig, out_dir: str | Path | None = None, corpus: Corpus | No
             continue
         opt.zero_grad(set_to_none=True)
         loss.backward()
+        distributed.all_reduce_grads(model.parameters())
         gnorm = torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.clip)
         opt.step()
         if step % cfg.log_every == 0 or step == cfg.steps - 1:
             m = {"step": step, "loss": loss_val, "lr": lr, "grad_norm": float(gnorm),
                  "alpha": model.alphas(), "time": elapsed + time.perf_counter() - t0}
             if per_depth:
-                m["loss_by_depth"] = {str(k): float(v) for k, v in per_depth.items()}
+                m["loss_by_depth"] = {str(k): float(distributed.all_reduce_sum(v)) for k, v in per_depth.items()}
             log(m)
             bar.set_postfix(loss=f"{loss_val:.3f}")
-        if out is not None and cfg.checkpoint_every and (step + 1) % cfg.checkpoint_every == 0 and step + 1 < end:
+        if writer is not None and cfg.checkpoint_every and (step + 1) % cfg.checkpoint_every == 0 and step + 1 < end:
             elapsed += time.perf_counter() - t0
             t0 = time.perf_counter()
             checkpoint(step + 1)
     bar.close()
     elapsed += time.perf_counter() - t0
-    if out is not None:
+    if writer is not None:
         checkpoint(end)
         if end == cfg.steps:
             save_model(out / FINAL, model, run, step=end, skipped=skipped, elapsed=elapsed)
+    distributed.barrier()  # the other ranks return once rank 0's files are complete
     return TrainResult(run, model, out, loss_val, skipped, elapsed, metrics)

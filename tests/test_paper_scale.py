@@ -1,0 +1,144 @@
+"""The paper scale on a CPU: minimind-format data, the exact configs for one step, data parallelism under torchrun,
+and the GPU check script (run here on a tiny model)."""
+
+import json
+import math
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from tiedlm_lib import DataConfig, TiedLM, experiment, load_corpus, prepare_corpus, train
+from tiedlm_lib.checkpoint import load_model
+from tiedlm_lib.data import MINIMIND_HUB, load_conversations
+
+ROOT = Path(__file__).resolve().parents[1]
+PT_VERSIONS = ["v3", "v4", "v5", "v6", "v7", "v9", "v10", "v12", "v13", "v14"]
+COUNTS = {"v3": 7_267_302, "v4": 7_267_302, "v5": 23_048_934, "v6": 23_048_934, "v7": 23_048_934,
+          "v9": 23_048_935, "v10": 23_048_934, "v12": 23_048_933, "v13": 23_048_932, "v14": 23_048_931}
+
+
+@pytest.fixture(scope="module")
+def minimind(tmp_path_factory):
+    """A few lines in minimind's pretraining format ({"text": ...}), Chinese and English, varying lengths."""
+    rng = np.random.default_rng(0)
+    words = ["人工智能", "是", "一种", "技术", "the", "model", "reads", "tokens", "深度", "学习", "。", "，"]
+    path = tmp_path_factory.mktemp("minimind") / "pretrain_hq.jsonl"
+    with open(path, "w", encoding="utf-8") as fh:
+        for _ in range(40):
+            text = "".join(rng.choice(words, size=int(rng.integers(5, 400))))
+            fh.write(json.dumps({"text": f"<|im_start|>{text}<|im_end|>"}, ensure_ascii=False) + "\n")
+    return path
+
+
+@pytest.mark.parametrize("name", PT_VERSIONS)
+def test_paper_config_trains_one_step_on_a_minimind_slice(name, minimind, monkeypatch):
+    monkeypatch.setenv("TIEDLM_MINIMIND", str(minimind))
+    run = experiment(name, "paper", overrides={"train.batch_size": 2})
+    assert (run.data.vocab_size, run.data.seq_len, run.data.split) == (23005, 256, "paper")
+    corpus = prepare_corpus(run.data)
+    assert len(corpus.train) == 38 and len(corpus.val) == 2  # the original positional 95% / 5% split
+    res = train(run, None, corpus, progress=False, stop_after=1)
+    assert res.model.num_params() == COUNTS[name]
+    assert res.metrics[0]["loss"] == pytest.approx(math.log(23005), abs=1e-3)  # 10.0435, the logs' step-0 loss
+
+
+def test_paper_schedules_are_protocol_section_4(minimind, monkeypatch):
+    monkeypatch.setenv("TIEDLM_MINIMIND", str(minimind))
+    short = {n: experiment(n, "paper").train for n in ("v3", "v4", "v5", "v6")}
+    assert {n: (t.steps, t.lr, t.lr_min, t.warmup, t.betas, t.batch_size) for n, t in short.items()} == {
+        "v3": (3000, 6e-4, 6e-5, 0, (0.9, 0.999), 32), "v4": (3000, 6e-4, 6e-5, 0, (0.9, 0.999), 32),
+        "v5": (3000, 4e-4, 4e-5, 0, (0.9, 0.999), 32), "v6": (3000, 4e-4, 4e-5, 0, (0.9, 0.999), 32)}
+    for n in ("v7", "v9", "v10", "v12", "v13", "v14"):
+        t = experiment(n, "paper").train
+        assert (t.steps, t.lr, t.lr_min, t.warmup, t.betas, t.weight_decay, t.clip) == (
+            39695, 4e-4, 4e-5, 1000, (0.9, 0.95), 0.01, 1.0)
+        assert t.amp == "auto" and t.seed == 0 and t.data_seed == 42
+    assert experiment("v7", "paper").train.backprop == "phantom"
+    assert experiment("v4", "paper").train.depths == (1, 2, 4, 8, 16, 30)
+
+
+def test_tokenised_cache_is_memory_mapped(minimind):
+    cfg = DataConfig(corpus=str(minimind), vocab_size=400, seq_len=256, split="paper")
+    first = prepare_corpus(cfg)
+    again = prepare_corpus(cfg)
+    assert isinstance(again.train.flat, np.memmap) and isinstance(again.train.offsets, np.memmap)
+    assert np.array_equal(np.asarray(first.train.flat), np.asarray(again.train.flat))
+    assert first.tokenizer.get_vocab_size() <= 400
+
+
+def test_hub_loading_is_opt_in_and_fails_clearly_offline(monkeypatch):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    with pytest.raises(ValueError, match="could not download 'pretrain_hq.jsonl'.*local path"):
+        load_corpus(DataConfig(corpus=MINIMIND_HUB))
+    with pytest.raises(ValueError, match="hub corpus must look like"):
+        load_corpus(DataConfig(corpus="hf://only-one-part"))
+    monkeypatch.delenv("TIEDLM_MINIMIND", raising=False)
+    with pytest.raises(ValueError, match="TIEDLM_MINIMIND.*hf://jingyaogong/minimind_dataset"):
+        experiment("v5", "paper")
+
+
+def test_sft_conversations_load_and_validate(tmp_path):
+    good = tmp_path / "sft_mini_512.jsonl"
+    good.write_text(json.dumps({"conversations": [{"role": "user", "content": "你好"},
+                                                  {"role": "assistant", "content": "你好！"}]},
+                               ensure_ascii=False) + "\n", encoding="utf-8")
+    ds = load_conversations(good)
+    assert ds[0]["conversations"][1] == {"role": "assistant", "content": "你好！"}
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text(good.read_text() + '{"conversations": [{"role": "user"}]}\n')
+    with pytest.raises(ValueError, match=r"bad\.jsonl:2: expected"):
+        load_conversations(bad)
+    with pytest.raises(FileNotFoundError):
+        load_conversations(tmp_path / "missing.jsonl")
+
+
+def test_torchrun_two_processes_equal_one_process(tmp_path):
+    """Data parallelism: 2 gloo processes, each on half the global batch, end with the weights of one process on
+    the whole batch; only rank 0 logs and writes."""
+    ov = ["--set", "train.steps=4", "--set", "train.log_every=1"]
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "TIEDLM_RUNS": str(tmp_path)}
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2", "-m", "tiedlm_lib",
+           "train", "v4", "--scale", "smoke", *ov, "--runs", str(tmp_path)]
+    p = subprocess.run(cmd, env=env, cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stderr[-3000:]
+    assert p.stdout.count("trained now") == 1  # rank 0 reports
+    [run_dir] = list((tmp_path / "smoke").glob("v4-s0-*"))
+    assert json.loads((run_dir / "result.json").read_text())["processes"] == 2
+    steps = [json.loads(line)["step"] for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    assert steps == [0, 1, 2, 3]
+    cfg = experiment("v4", "smoke", overrides={"train.steps": 4, "train.log_every": 1})
+    single = train(cfg, None, progress=False)
+    ddp = load_model(run_dir / "model.safetensors", cfg.model)
+    for (n, a), b in zip(single.model.state_dict().items(), ddp.state_dict().values()):
+        assert torch.allclose(a, b, atol=2e-5, rtol=1e-4), n
+    ddp_loss = json.loads((run_dir / "result.json").read_text())["final_loss"]
+    assert ddp_loss == pytest.approx(single.final_loss, abs=1e-5)
+
+
+def test_batch_not_divisible_by_processes_is_refused(monkeypatch):
+    import tiedlm_lib.distributed as d
+
+    monkeypatch.setattr(d, "rank_world", lambda: (0, 3))
+    with pytest.raises(ValueError, match="batch_size 8 is not divisible by the number of processes 3"):
+        train(experiment("v3", "smoke"), None, progress=False)
+
+
+def test_gpu_check_script_runs_on_cpu(tmp_path):
+    out = tmp_path / "check.csv"
+    p = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "gpu_check.py"), "--device", "cpu", "--scale",
+                        "smoke", "--batch", "4", "--steps", "3", "--warmup", "1", "--csv", str(out)],
+                       capture_output=True, text=True, timeout=300, cwd=ROOT)
+    assert p.returncode == 0, p.stderr[-2000:]
+    assert "phantom" in p.stdout and "checkpoint" in p.stdout and "x1.00 of full" in p.stdout
+    assert len(out.read_text().splitlines()) == 4
+
+
+def test_compile_option_is_part_of_the_config():
+    cfg = experiment("v3", "smoke", overrides={"train.compile": True})
+    assert cfg.train.compile and cfg.fingerprint() != experiment("v3", "smoke").fingerprint()
+    assert TiedLM(cfg.model).num_params() > 0

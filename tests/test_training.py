@@ -211,3 +211,63 @@ def test_checkpoint_backprop_gives_the_exact_full_gradient(depths):
     assert set(full) == set(ck)
     for n in full:
         assert torch.allclose(full[n], ck[n], atol=1e-12), n
+
+
+def test_truncated_through_every_iteration_is_the_full_gradient():
+    m = tiny_model("S A*4 S", dtype=torch.float64)
+    x, y = _batch()
+    for depths in (None, (1, 2, 4)):
+        full = _grads(m, supervised_loss(m, x, y, TrainConfig(steps=2, depths=depths))[0])
+        tr = _grads(m, supervised_loss(m, x, y, TrainConfig(steps=2, depths=depths, backprop="truncated:4"))[0])
+        for n in full:
+            assert torch.allclose(full[n], tr[n], atol=1e-12), n
+
+
+def test_phantom_last_is_truncated_1_and_matches_a_hand_written_vjp():
+    """The standard one-step phantom: the tied block's gradient is that of the last step, from the detached
+    z_{K-1}; the bottom stack receives dL/dz_K through an identity in place of the loop."""
+    K = 4
+    m = tiny_model(f"S A*{K} S", dtype=torch.float64)
+    x, y = _batch()
+    got = _grads(m, lm_loss(m(x, backprop="phantom-last"), y))
+    same = _grads(m, lm_loss(m(x, backprop="truncated:1"), y))
+    assert all(torch.equal(got[n], same[n]) for n in got)
+    assert torch.allclose(m(x, backprop="phantom-last"), m(x), atol=1e-12)  # forward value unchanged
+
+    params = dict(m.named_parameters())
+    h = m.blocks["S0"](m.embed(x))
+    blk = m.blocks["A"]
+    with torch.no_grad():
+        z = h.detach()
+        for _ in range(K - 1):
+            z = blk(z)
+    zK = blk(z)  # the last step, with gradient to the block's parameters only
+    zK_leaf = zK.detach().requires_grad_(True)
+    loss = lm_loss(m.readout(m.blocks["S1"](zK_leaf)), y)
+    top = [n for n in params if n.startswith(("blocks.S1.", "ln_f.", "head."))]
+    g = torch.autograd.grad(loss, [params[n] for n in top] + [zK_leaf])
+    g_z = g[-1]
+    ref = dict(zip(top, g[:-1]))
+    loop = [n for n in params if n.startswith("blocks.A.")]
+    ref.update(zip(loop, torch.autograd.grad(zK, [params[n] for n in loop], grad_outputs=g_z)))
+    bottom = [n for n in params if n not in ref]
+    ref.update(zip(bottom, torch.autograd.grad(h, [params[n] for n in bottom], grad_outputs=g_z)))  # identity
+    for n in ref:
+        assert torch.allclose(got[n], ref[n], atol=1e-10), n
+
+
+def test_truncation_changes_the_gradient():
+    m = tiny_model("S A*4 S", dtype=torch.float64)
+    x, y = _batch()
+    g = {mode: _grads(m, lm_loss(m(x, backprop=mode), y)) for mode in ("full", "truncated:2", "phantom-last")}
+    w = "blocks.A.mlp.up.weight"
+    assert not torch.allclose(g["full"][w], g["truncated:2"][w], atol=1e-8)
+    assert not torch.allclose(g["truncated:2"][w], g["phantom-last"][w], atol=1e-8)
+
+
+@pytest.mark.parametrize("spec", ["truncated:0", "truncated:x", "truncated", "phantom_last"])
+def test_bad_backprop_specs(spec):
+    with pytest.raises(ValueError, match="backprop must be one of"):
+        TrainConfig(backprop=spec)
+    with pytest.raises(ValueError, match="backprop must be one of"):
+        tiny_model()(_batch()[0], backprop=spec)

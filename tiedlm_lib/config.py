@@ -12,7 +12,18 @@ from typing import Any
 from .layout import parse_layout
 
 BLOCK_FORMS = ("paper", "residual")
-BACKPROP_MODES = ("full", "phantom", "checkpoint")
+BACKPROP_MODES = ("full", "phantom", "phantom-last", "truncated:<n>", "checkpoint")
+
+
+def parse_backprop(spec: str) -> tuple[str, int]:
+    """("full"|"phantom"|"checkpoint", 0), or ("truncated", n) for "truncated:n" and "phantom-last" (= truncated:1)."""
+    if spec in ("full", "phantom", "checkpoint"):
+        return spec, 0
+    if spec == "phantom-last":
+        return "truncated", 1
+    if isinstance(spec, str) and spec.startswith("truncated:") and spec[10:].isdigit() and int(spec[10:]) > 0:
+        return "truncated", int(spec[10:])
+    raise ValueError(f"TrainConfig.backprop must be one of {BACKPROP_MODES} (n a positive integer), got {spec!r}")
 PAD_TARGETS = ("ignore", "include")
 SCHEDULES = ("cosine", "constant")
 BATCH_MODES = ("padded", "packed")
@@ -95,7 +106,9 @@ class TrainConfig:
     weight_decay: float = 0.01  # on all parameters, as the original code did (PROTOCOL §7.14)
     clip: float = 1.0
     # "full": exact BPTT through every iteration; "phantom": the paper's one-step phantom gradient at the loop input
-    # (PROTOCOL §4.4); "checkpoint": exact gradients, activations recomputed per iteration (memory near phantom's).
+    # (PROTOCOL §4.4); "phantom-last": the standard one-step form at the last state; "truncated:n": gradient through
+    # the last n iterations; "checkpoint": exact gradients, activations recomputed per iteration (memory near
+    # phantom's). See TiedLM.loop_states for how the bottom stack gets its gradient in each.
     backprop: str = "full"
     # Supervision: None trains at the model's trained depth only; a tuple of depths trains the weighted mean of the
     # CE at each (the paper's multi-depth: (1, 2, 4, 8, 16, 30), equal weights).
@@ -125,7 +138,7 @@ class TrainConfig:
         _check(self.clip > 0 and math.isfinite(self.clip), f"TrainConfig.clip must be > 0, got {self.clip!r}")
         _check(self.weight_decay >= 0, f"TrainConfig.weight_decay must be >= 0, got {self.weight_decay!r}")
         _choice(self, "schedule", SCHEDULES)
-        _choice(self, "backprop", BACKPROP_MODES)
+        parse_backprop(self.backprop)
         _choice(self, "pad_targets", PAD_TARGETS)
         _choice(self, "amp", AMP_MODES)
         _check(isinstance(self.seed, int) and self.seed >= 0,

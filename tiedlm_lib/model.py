@@ -23,7 +23,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 import torch.utils.checkpoint
 
-from .config import BACKPROP_MODES, ModelConfig
+from .config import ModelConfig, parse_backprop
 from .layout import Segment, parse_layout
 
 
@@ -201,14 +201,26 @@ class TiedLM(nn.Module):
     ) -> Iterator[tuple[int, torch.Tensor]]:
         """Run loop ``name`` from input h to max(depths), yielding (k, z_k) at each requested k in increasing order.
 
+        The forward value is always the k-fold application; the backprop mode decides the gradient:
+
+        * ``full``: exact, through every iteration; ``checkpoint``: the same gradient, storing only iteration inputs;
+        * ``phantom`` (the paper's form): the gradient of the *first* step, taken at the loop input h, attached to z_k
+          by a straight-through estimator; the bottom stack gets it through (I + α·∂f/∂h);
+        * ``truncated:n``: the gradient through the last n iterations only, from the detached state z_{k-n};
+          ``phantom-last`` is truncated:1, the standard one-step phantom gradient at the last state. The bottom stack
+          gets its gradient by a straight-through identity in place of the truncated iterations' Jacobian
+          (dz_k/dh ≈ I). When n >= k nothing is truncated and the gradient is exact.
+
         ``trace``, if given, receives the per-iteration states (detached) for diagnostics."""
-        if backprop not in BACKPROP_MODES:
-            raise ValueError(f"backprop must be one of {BACKPROP_MODES}, got {backprop!r}")
+        mode, n = parse_backprop(backprop)
         block = self.blocks[name]
         wanted = sorted(set(depths))
         z = h
         if trace is not None:
             trace.append(h.detach())
+        if mode == "truncated" and torch.is_grad_enabled():
+            yield from self._truncated(block, h, wanted, n, trace)
+            return
         if backprop == "phantom" and torch.is_grad_enabled():
             z1 = block(h)  # the one step with gradient, taken at the loop input (paper form)
             st = z1 - z1.detach()  # zero in value, carries the gradient of z1
@@ -229,6 +241,32 @@ class TiedLM(nn.Module):
                 trace.append(z.detach())
             if i in wanted:
                 yield i, z
+
+    @staticmethod
+    def _truncated(block: nn.Module, h: torch.Tensor, wanted: list[int], n: int, trace: list | None
+                   ) -> Iterator[tuple[int, torch.Tensor]]:
+        starts = {k - n for k in wanted if k > n}
+        detached: dict[int, torch.Tensor] = {}
+        with torch.no_grad():  # the trajectory without a graph, keeping the states the graphs start from
+            z = h
+            for i in range(1, max(wanted) + 1):
+                z = block(z)
+                if trace is not None:
+                    trace.append(z)
+                if i in starts:
+                    detached[i] = z
+        st = h - h.detach()  # zero in value; carries dL/dz_k straight to h
+        for k in wanted:
+            if k <= n:  # nothing to truncate: the exact graph from h
+                z = h
+                for _ in range(k):
+                    z = block(z)
+                yield k, z
+            else:
+                z = detached[k - n]
+                for _ in range(n):
+                    z = block(z)
+                yield k, z + st
 
     def _run_segments(self, x: torch.Tensor, segments: Sequence[Segment], depth: int | None, backprop: str,
                       traces: dict | None) -> torch.Tensor:

@@ -199,3 +199,10 @@ def test_depth_on_a_model_without_loops_and_bad_token_shapes():
         m(torch.randint(0, 37, (4,)))
     with pytest.raises(ValueError, match="exceeds max_seq_len"):
         m(torch.randint(0, 37, (1, 13)))
+
+
+def test_param_breakdown_matches_protocol_3_6():
+    b = TiedLM(paper_config("v5")).param_breakdown()
+    assert b == {"embedding": 7_361_600, "positions": 82_240, "outer LayerNorms": 1_280, "head": 7_384_605,
+                 "standard blocks": 4 * 1_643_842, "tied blocks": 1_643_841}
+    assert sum(b.values()) == 23_048_934

@@ -18,7 +18,7 @@ SOURCES = sorted((ROOT / "notebooks").glob("*.py"))
 
 
 def test_there_are_notebooks_and_each_has_both_forms():
-    assert {p.stem for p in SOURCES} >= {"03_depth_scaling", "04_tradeoff"}
+    assert {p.stem for p in SOURCES} >= {"01_architecture", "03_depth_scaling", "04_tradeoff"}
     ipynbs = {p.stem for p in (ROOT / "notebooks").glob("*.ipynb")}
     assert ipynbs == {p.stem for p in SOURCES}
 
@@ -30,8 +30,9 @@ def test_pair_is_in_sync(src):
 
 
 @pytest.mark.parametrize("src", SOURCES, ids=lambda p: p.stem)
-def test_ipynb_is_output_free(src):
+def test_ipynb_is_output_free_and_names_its_kernel(src):
     nb = json.loads(src.with_suffix(".ipynb").read_text())
+    assert nb["metadata"]["kernelspec"]["name"] == "python3"  # papermill needs it
     assert all(not c.get("outputs") and not c.get("execution_count") for c in nb["cells"] if c["cell_type"] == "code")
 
 

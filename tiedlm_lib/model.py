@@ -177,6 +177,15 @@ class TiedLM(nn.Module):
     def num_params(self) -> int:
         return sum(p.numel() for p in self.parameters())
 
+    def param_breakdown(self) -> dict[str, int]:
+        """Where the parameters sit: embeddings, positions, the two outer LayerNorms, head, standard and tied blocks."""
+        n = lambda mods: sum(p.numel() for m in mods for p in m.parameters())  # noqa: E731
+        std = [self.blocks[s.name] for s in self.segments if s.kind == "std"]
+        tied = [self.blocks[s.name] for s in self.segments if s.kind == "loop"]
+        return {"embedding": n([self.tok_emb]), "positions": n([self.pos_emb]),
+                "outer LayerNorms": n([self.ln_emb, self.ln_f]), "head": n([self.head]),
+                "standard blocks": n(std), "tied blocks": n(tied)}
+
     # ------------------------------------------------------------------ pieces
     def embed(self, tokens: torch.Tensor) -> torch.Tensor:
         if tokens.dim() != 2:

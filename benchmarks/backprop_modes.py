@@ -12,7 +12,6 @@ the median over the timed steps (after warm-up). The step is the library's: forw
 from __future__ import annotations
 
 import argparse
-import csv
 import json
 import os
 import resource
@@ -20,6 +19,8 @@ import statistics
 import subprocess
 import sys
 import time
+
+from _common import train_step, write_csv  # benchmarks/ is the script's directory
 
 MODES = ["full", "checkpoint", "phantom", "phantom-last", "truncated:4"]
 
@@ -29,7 +30,7 @@ def one(mode: str, k: int, d: int, heads: int, vocab: int, B: int, T: int, steps
     import torch
 
     from tiedlm_lib import ModelConfig, TiedLM, TrainConfig
-    from tiedlm_lib.training import supervised_loss
+    from tiedlm_lib.data import shift_targets
 
     torch.manual_seed(0)
     dev = torch.device(device)
@@ -39,7 +40,7 @@ def one(mode: str, k: int, d: int, heads: int, vocab: int, B: int, T: int, steps
     opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
     g = torch.Generator().manual_seed(0)
     x = torch.randint(1, vocab, (B, T), generator=g).to(dev)
-    y = torch.cat([x[:, 1:], torch.zeros_like(x[:, :1])], 1)
+    y = shift_targets(x)
     cfg = TrainConfig(steps=steps + 1, batch_size=B, backprop=mode)
     cuda = dev.type == "cuda"
     if cuda:
@@ -51,11 +52,7 @@ def one(mode: str, k: int, d: int, heads: int, vocab: int, B: int, T: int, steps
     times = []
     for step in range(steps):
         t0 = time.perf_counter()
-        loss, _ = supervised_loss(model, x, y, cfg)
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        opt.step()
+        loss = train_step(model, opt, x, y, cfg)
         if cuda:
             torch.cuda.synchronize()
         if step >= warmup:
@@ -104,11 +101,7 @@ def main(argv=None) -> int:
             print(f"  k={k:3d}: memory x{c['peak_MiB'] / ph['peak_MiB']:.2f}, "
                   f"time x{c['s_per_step'] / f['s_per_step']:.2f}"
                   f"  (full/phantom memory x{f['peak_MiB'] / ph['peak_MiB']:.2f})")
-    if a.csv:
-        with open(a.csv, "w", newline="") as fh:
-            w = csv.DictWriter(fh, fieldnames=list(rows[0]))
-            w.writeheader()
-            w.writerows(rows)
+    write_csv(rows, a.csv)
     return 0
 
 

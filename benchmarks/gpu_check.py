@@ -15,15 +15,15 @@ Paper anchors (PROTOCOL §4.8, §6.3): 143 ms/step full vs 69 ms phantom for the
 from __future__ import annotations
 
 import argparse
-import csv
 import resource
 import sys
 import time
 
 import torch
+from _common import train_step, write_csv  # benchmarks/ is the script's directory
 
 from tiedlm_lib import ModelConfig, TiedLM, TrainConfig, paper_config
-from tiedlm_lib.training import supervised_loss
+from tiedlm_lib.data import shift_targets
 
 
 def batches(vocab: int, B: int, L: int, seed: int = 0):
@@ -32,8 +32,7 @@ def batches(vocab: int, B: int, L: int, seed: int = 0):
         x = torch.randint(1, vocab, (B, L), generator=g)
         lengths = torch.randint(L // 4, L + 1, (B,), generator=g)
         x[torch.arange(L)[None, :] >= lengths[:, None]] = 0
-        y = torch.cat([x[:, 1:], torch.zeros_like(x[:, :1])], 1)
-        yield x, y
+        yield x, shift_targets(x)
 
 
 def measure(cfg: ModelConfig, mode: str, device: torch.device, B: int, steps: int, warmup: int) -> dict:
@@ -52,12 +51,7 @@ def measure(cfg: ModelConfig, mode: str, device: torch.device, B: int, steps: in
                 torch.cuda.reset_peak_memory_stats()
             t0 = time.perf_counter()
         x, y = (t.to(device, non_blocking=True) for t in next(data))
-        with torch.autocast(device.type, dtype=torch.bfloat16, enabled=cuda):
-            loss, _ = supervised_loss(model, x, y, tcfg)
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        opt.step()
+        loss = train_step(model, opt, x, y, tcfg, amp=cuda)
     if cuda:
         torch.cuda.synchronize()
     dt = (time.perf_counter() - t0) / (steps - warmup)
@@ -103,11 +97,7 @@ def main(argv=None) -> int:
             print(f"  {r['mode']:10s} time x{r['ms_per_step'] / base['full']['ms_per_step']:.2f} of full, "
                   f"memory x{r['peak_GiB'] / base['full']['peak_GiB']:.2f} of full")
     print("paper anchors: 143 ms full vs 69 ms phantom (23M); 6.45 vs 3.50 GB (7.27M memtest)")
-    if a.csv:
-        with open(a.csv, "w", newline="") as fh:
-            w = csv.DictWriter(fh, fieldnames=list(rows[0]))
-            w.writeheader()
-            w.writerows(rows)
+    write_csv(rows, a.csv)
     return 0
 
 

@@ -31,7 +31,7 @@ import pandas as pd
 
 from tiedlm_lib import get_run
 from tiedlm_lib.analysis import depth_gap, exit_vs_uniform, heldout, saturation_depth
-from tiedlm_lib.claims import answer, verdict
+from tiedlm_lib.claims import verdict
 from tiedlm_lib.evaluation import depth_stats
 from tiedlm_lib.experiments import get_scale
 from tiedlm_lib.report import Report

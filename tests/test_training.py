@@ -1,4 +1,5 @@
 import dataclasses
+import json
 import math
 
 import pytest
@@ -136,7 +137,7 @@ def test_resume_equals_uninterrupted_training(tmp_path, smoke_corpus):
         assert torch.equal(a, b), n
     assert resumed.final_loss == full.final_loss
     lines = (tmp_path / "b" / "metrics.jsonl").read_text().splitlines()
-    steps = [__import__("json").loads(line)["step"] for line in lines]
+    steps = [json.loads(line)["step"] for line in lines]
     assert steps == list(range(10))  # no duplicated or missing log lines across the restart
     loaded = load_model(tmp_path / "b" / "model.safetensors", run.model)
     assert all(torch.equal(a, b) for a, b in zip(loaded.state_dict().values(), full.model.state_dict().values()))

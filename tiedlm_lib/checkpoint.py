@@ -3,6 +3,7 @@ in the header metadata. Written atomically; a checkpoint from another configurat
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 from typing import Any
@@ -62,8 +63,6 @@ def load_checkpoint(path: str | Path) -> tuple[dict[str, torch.Tensor], dict[str
 
 
 def save_model(path: str | Path, model: TiedLM, run: RunConfig | None = None, **extra: Any) -> Path:
-    import dataclasses
-
     meta = {"model": dataclasses.asdict(model.config), "run": run.to_dict() if run else None, **extra}
     return save_checkpoint(path, model.state_dict(), meta)
 
@@ -75,7 +74,7 @@ def load_model(path: str | Path, config: ModelConfig | None = None) -> TiedLM:
         raise CheckpointError(f"{path}: checkpoint carries no model configuration")
     saved = ModelConfig(**meta["model"])
     if config is not None:
-        diffs = config_diff(meta["model"], __import__("dataclasses").asdict(config))
+        diffs = config_diff(meta["model"], dataclasses.asdict(config))
         if diffs:
             raise CheckpointError(f"{path}: checkpoint is from another model configuration: " + "; ".join(diffs))
     model = TiedLM(saved)

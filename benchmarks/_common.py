@@ -25,6 +25,7 @@ def write_csv(rows: list[dict], path: str | None) -> None:
     if not path:
         return
     with open(path, "w", newline="") as fh:
-        w = csv.DictWriter(fh, fieldnames=list(rows[0]))
+        fields = list(dict.fromkeys(k for r in rows for k in r))  # rows may carry different columns
+        w = csv.DictWriter(fh, fieldnames=fields, restval="")
         w.writeheader()
         w.writerows(rows)

@@ -36,7 +36,7 @@ from tiedlm_lib.experiments import get_scale
 from tiedlm_lib.report import Report
 from tiedlm_lib.reported import reported_value
 
-rep = Report("01_architecture", scale, figures_dir, paper_dir)
+rep = Report("01_architecture", scale, figures_dir, paper_dir, seeds=seeds)
 S = get_scale(scale)
 
 # %% [markdown]

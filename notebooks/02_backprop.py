@@ -47,7 +47,7 @@ from tiedlm_lib.report import Report
 from tiedlm_lib.reported import reported
 from tiedlm_lib.stats import paired_diff
 
-rep = Report("02_backprop", scale, figures_dir, paper_dir)
+rep = Report("02_backprop", scale, figures_dir, paper_dir, seeds=seeds)
 S = get_scale(scale)
 K = S.K
 long_steps = int(long_factor * S.short_steps)

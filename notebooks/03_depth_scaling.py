@@ -34,7 +34,7 @@ from tiedlm_lib.experiments import get_scale
 from tiedlm_lib.report import Report
 from tiedlm_lib.reported import reported_k_sweep
 
-rep = Report("03_depth_scaling", scale, figures_dir, paper_dir)
+rep = Report("03_depth_scaling", scale, figures_dir, paper_dir, seeds=seeds)
 S = get_scale(scale)
 K = S.K
 depths = sweep_depths(K)

@@ -38,7 +38,7 @@ from tiedlm_lib.report import Report
 from tiedlm_lib.reported import reported, reported_k_sweep
 from tiedlm_lib.stats import paired_diff
 
-rep = Report("04_tradeoff", scale, figures_dir, paper_dir)
+rep = Report("04_tradeoff", scale, figures_dir, paper_dir, seeds=seeds)
 S = get_scale(scale)
 K = S.K
 all_depths = list(range(1, K + 1))

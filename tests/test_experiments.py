@@ -103,7 +103,7 @@ def test_cli_train_eval_and_errors(tmp_path, capsys):
     assert main(["eval", "v3", *args, "--depths", "1,x"]) == 2
     assert "--depths must be comma-separated integers" in capsys.readouterr().err
     assert main(["eval", "v3", *args, "--depths", "0,2"]) == 2
-    assert "depth must be a positive integer" in capsys.readouterr().err
+    assert "--depths must be positive integers" in capsys.readouterr().err
 
 
 def test_cache_keys_are_stable():

@@ -106,6 +106,15 @@ def cmd_eval(args) -> None:
     from .experiments import experiment, get_run
 
     run = experiment(args.name, args.scale, args.seed, _parse_set(args.set))
+    # every argument is checked before anything is trained or written
+    wanted_depths = _ints(args.depths, "--depths") if args.depths else None
+    if wanted_depths and min(wanted_depths) < 1:
+        raise ValueError(f"--depths must be positive integers, got {args.depths!r}")
+    taus = _floats(args.taus, "--taus")
+    if not taus or not all(0.0 <= t <= 1.0 for t in taus):
+        raise ValueError(f"--taus must be comma-separated thresholds in [0, 1], got {args.taus!r}")
+    if args.docs is not None and args.docs < 1:
+        raise ValueError(f"--docs must be a positive integer, got {args.docs}")
     r = get_run(run, root=args.runs, progress=True, train_if_missing=not args.no_train, device=args.device)
     corpus = prepare_corpus(run.data)
     model = r.model.to(args.device)
@@ -123,13 +132,12 @@ def cmd_eval(args) -> None:
         report["nll"] = stats.row()
         print(_table([stats.row()], ["nll_masked", "nll_with_pad", "pad_fraction", "real_tokens"]))
     else:
-        depths = _ints(args.depths, "--depths") if args.depths else sorted({2 ** i for i in range(K.bit_length())}
+        depths = wanted_depths or sorted({2 ** i for i in range(K.bit_length())}
                                                                            | {K, 2 * K})
         ds = depth_stats(model, batches(), depths, args.device)
         report["k_sweep"] = ds.table()
         print(f"k sweep on {len(ds.doc_index)} validation documents ({args.sampling} sampling):")
         print(_table(report["k_sweep"], ["k", "nll_masked", "nll_with_pad", "pad_fraction", "maxprob_real"]))
-        taus = _floats(args.taus, "--taus")
         supervised = list(run.train.depths) if run.train.depths else None
         exit_stats = depth_stats(model, batches(), supervised or list(range(1, K + 1)), args.device)
         rows = []

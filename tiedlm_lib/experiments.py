@@ -78,6 +78,23 @@ def get_scale(scale: str) -> Scale:
     return SCALES[scale]
 
 
+def check_seed(seed: Any) -> int:
+    if not isinstance(seed, int) or isinstance(seed, bool) or seed < 0:
+        raise ValueError(f"seed must be an integer >= 0, got {seed!r}")
+    return seed
+
+
+def check_seeds(seeds: Any) -> list[int]:
+    """A notebook's ``seeds`` parameter: a non-empty list of distinct integers >= 0."""
+    if not isinstance(seeds, (list, tuple)) or not seeds:
+        raise ValueError(f"seeds must be a non-empty list of integers >= 0 such as [0, 1, 2], got {seeds!r}")
+    for s in seeds:
+        check_seed(s)
+    if len(set(seeds)) != len(seeds):
+        raise ValueError(f"seeds must be distinct, got {seeds!r}")
+    return list(seeds)
+
+
 def split_iters(total: int, n: int) -> list[int]:
     """Split a total iteration budget over n loops, larger shares first (30 over 4 gives 8, 8, 7, 7 as in v14)."""
     return [total // n + (1 if i < total % n else 0) for i in range(n)]
@@ -152,8 +169,7 @@ def experiment(name: str, scale: str = "cpu", seed: int = 0, overrides: dict[str
     """The run config of a named experiment at a scale. ``overrides`` change fields by dotted key."""
     if name not in EXPERIMENTS:
         raise ValueError(f"unknown experiment {name!r}: expected one of {list(EXPERIMENTS)}")
-    if not isinstance(seed, int) or isinstance(seed, bool) or seed < 0:
-        raise ValueError(f"seed must be an integer >= 0, got {seed!r}")
+    check_seed(seed)
     s = get_scale(scale)
     size_name, layout, train_kw = EXPERIMENTS[name][2](s)
     size: Size = getattr(s, size_name)

@@ -8,7 +8,7 @@ from typing import Any
 
 from . import claims as _claims
 from .atomic import atomic_write, atomic_write_text
-from .experiments import get_scale
+from .experiments import check_seeds, get_scale
 from .paths import project_root
 
 
@@ -37,8 +37,10 @@ class Report:
     and the claims ledger ``paper/<scale>/claims.json``."""
 
     def __init__(self, notebook: str, scale: str, figures_dir: str | Path | None = None,
-                 paper_dir: str | Path | None = None):
-        get_scale(scale)  # a clear error for an unknown scale
+                 paper_dir: str | Path | None = None, seeds: Any = (0,)):
+        # The notebook's parameters, checked before any work: a clear error for an unknown scale or a bad seed list
+        get_scale(scale)
+        check_seeds(seeds)
         root = project_root()
         self.notebook, self.scale = notebook, scale
         self.figures = Path(figures_dir) if figures_dir else root / "figures" / scale

@@ -19,7 +19,7 @@ from . import distributed
 from .atomic import atomic_write_text
 from .checkpoint import CheckpointError, config_diff, load_checkpoint, save_checkpoint, save_model
 from .config import RunConfig, TrainConfig
-from .data import PAD_ID, BatchStream, Corpus, prepare_corpus
+from .data import PAD_ID, BatchStream, Corpus, prepare_corpus, tokenizer_hash
 from .model import TiedLM
 
 
@@ -126,6 +126,7 @@ def train(run: RunConfig, out_dir: str | Path | None = None, corpus: Corpus | No
     writer = out if rank == 0 else None  # only rank 0 writes logs and checkpoints
     corpus = corpus if corpus is not None else prepare_corpus(run.data)
     vocab = corpus.tokenizer.get_vocab_size()
+    tok_hash = tokenizer_hash(corpus.tokenizer)
     if vocab > run.model.vocab_size:
         raise ValueError(f"tokenizer has {vocab} tokens but the model's vocab_size is {run.model.vocab_size}")
 
@@ -147,6 +148,9 @@ def train(run: RunConfig, out_dir: str | Path | None = None, corpus: Corpus | No
                             ignore=("name", "scale", "train.log_every", "train.checkpoint_every"))
         if diffs:
             raise CheckpointError(f"{ckpt}: checkpoint is from another run configuration: " + "; ".join(diffs))
+        if meta.get("tokenizer") != tok_hash:  # same config, yet the token ids would mean other strings
+            raise CheckpointError(f"{ckpt}: checkpoint was trained with another tokenizer (hash "
+                                  f"{meta.get('tokenizer')} vs {tok_hash} now); delete it or restore the tokenizer")
         model.load_state_dict({k[6:]: v for k, v in tensors.items() if k.startswith("model.")})
         _restore_optim(opt, tensors, meta["param_groups"])
         stream.set_state(meta["stream_state"])
@@ -166,7 +170,8 @@ def train(run: RunConfig, out_dir: str | Path | None = None, corpus: Corpus | No
         tensors.update({f"model.{k}": v for k, v in model.state_dict().items()})
         save_checkpoint(ckpt, tensors, {"run": run.to_dict(), "fingerprint": run.fingerprint(), "step": step,
                                         "skipped": skipped, "elapsed": elapsed, "param_groups": groups,
-                                        "stream_state": stream.get_state(), "model": run.to_dict()["model"]})
+                                        "stream_state": stream.get_state(), "model": run.to_dict()["model"],
+                                        "tokenizer": tok_hash})
 
     def log(m: dict[str, Any]) -> None:
         metrics.append(m)
@@ -222,6 +227,6 @@ def train(run: RunConfig, out_dir: str | Path | None = None, corpus: Corpus | No
     if writer is not None:
         checkpoint(end)
         if end == cfg.steps:
-            save_model(out / FINAL, model, run, step=end, skipped=skipped, elapsed=elapsed)
+            save_model(out / FINAL, model, run, step=end, skipped=skipped, elapsed=elapsed, tokenizer=tok_hash)
     distributed.barrier()  # the other ranks return once rank 0's files are complete
     return TrainResult(run, model, out, loss_val, skipped, elapsed, metrics)

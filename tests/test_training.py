@@ -172,7 +172,7 @@ def test_nonfinite_losses_are_skipped_then_stop_the_run(tmp_path, smoke_corpus, 
     real = tr.supervised_loss
     calls = {"n": 0}
 
-    def flaky(model, x, y, cfg, normalizer=None):
+    def flaky(model, x, y, cfg, normalizer=None, **kw):
         calls["n"] += 1
         loss, per = real(model, x, y, cfg, normalizer)
         return (loss * float("nan") if calls["n"] in (2, 3) else loss), per
@@ -182,7 +182,7 @@ def test_nonfinite_losses_are_skipped_then_stop_the_run(tmp_path, smoke_corpus, 
     assert res.skipped_steps == 2 and math.isfinite(res.final_loss)
     assert all(torch.isfinite(p).all() for p in res.model.parameters())
 
-    def always_inf(model, x, y, cfg, normalizer=None):
+    def always_inf(model, x, y, cfg, normalizer=None, **kw):
         return real(model, x, y, cfg)[0] * float("inf"), {}
 
     monkeypatch.setattr(tr, "supervised_loss", always_inf)

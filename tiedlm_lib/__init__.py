@@ -7,6 +7,7 @@ from .evaluation import DepthStats, NLLStats, depth_stats, depth_sweep, evaluate
 from .experiments import EXPERIMENTS, SCALES, experiment, get_run, paper_config
 from .layout import parse_layout
 from .model import TiedLM
+from .schedules import plan, run_plan
 from .training import train
 
 __version__ = "0.1.0"
@@ -15,4 +16,5 @@ __all__ = [
     "DataConfig", "ModelConfig", "RunConfig", "TrainConfig", "TiedLM", "parse_layout", "Corpus", "load_corpus",
     "prepare_corpus", "split_corpus", "eval_batches", "train", "NLLStats", "DepthStats", "depth_stats",
     "depth_sweep", "evaluate_nll", "maxprob_exit", "EXPERIMENTS", "SCALES", "experiment", "get_run", "paper_config",
+    "plan", "run_plan",
 ]

@@ -115,6 +115,12 @@ class TrainConfig:
     depths: tuple[int, ...] | None = None
     depth_weights: tuple[float, ...] | None = None
     pad_targets: str = "ignore"  # "ignore": CE with ignore_index = pad (PT); "include": pad targets trained (SFT)
+    # "uniform": each step draws k ~ Uniform{1..N} total core applications and trains the prefix(k) plan (paper B's
+    # sampled-depth intervention); "fixed": the trained depth (or the depths above)
+    depth_sampling: str = "fixed"
+    # start from these weights (a model/checkpoint file; relative paths are inside the runs directory) with a fresh
+    # optimiser: continued training such as paper B's intervention or SFT
+    init_from: str | None = None
     amp: str = "auto"  # bf16 autocast on CUDA, fp32 on CPU
     compile: bool = False  # torch.compile each block (pays off on CUDA; did not on the 2-core CPU)
     seed: int = 0  # initialisation (torch.manual_seed)
@@ -140,6 +146,10 @@ class TrainConfig:
         _choice(self, "schedule", SCHEDULES)
         parse_backprop(self.backprop)
         _choice(self, "pad_targets", PAD_TARGETS)
+        _choice(self, "depth_sampling", ("fixed", "uniform"))
+        _check(self.depth_sampling == "fixed" or (self.depths is None and self.backprop == "full"),
+               "TrainConfig.depth_sampling='uniform' trains one sampled depth per step with full backprop: "
+               "it cannot be combined with depths or another backprop mode")
         _choice(self, "amp", AMP_MODES)
         _check(isinstance(self.seed, int) and self.seed >= 0,
                f"TrainConfig.seed must be an integer >= 0, got {self.seed!r}")
@@ -175,6 +185,10 @@ class DataConfig:
     split_seed: int = 0
     verses_per_doc: tuple[int, int] = (1, 4)  # kjv only: a document is 1..4 consecutive verses of one chapter
     max_docs: int | None = None  # use only the first n documents (small runs, tests)
+    # "lm": pre-training on documents; "sft": conversations rendered prompt | response (tiedlm_lib.sft)
+    task: str = "lm"
+    sft_loss: str = "paper"  # "paper": the whole suffix, pad targets included; "masked": response tokens only
+    conversations: str | None = None  # SFT: a minimind-format JSONL; None: a chat task derived from the corpus
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "verses_per_doc", tuple(self.verses_per_doc))
@@ -183,6 +197,8 @@ class DataConfig:
             _positive_int(self, name)
         _choice(self, "batch_mode", BATCH_MODES)
         _choice(self, "split", SPLITS)
+        _choice(self, "task", ("lm", "sft"))
+        _choice(self, "sft_loss", ("paper", "masked"))
         _check(0.0 < self.val_fraction < 1.0, f"DataConfig.val_fraction must be in (0, 1), got {self.val_fraction!r}")
         lo, hi = self.verses_per_doc
         _check(1 <= lo <= hi,
@@ -192,7 +208,10 @@ class DataConfig:
 
 
 # (section, field) -> default of options added after the first runs were cached; see RunConfig.fingerprint.
-NEUTRAL_DEFAULTS: dict[tuple[str, str], Any] = {("train", "compile"): False, ("data", "split"): "document"}
+NEUTRAL_DEFAULTS: dict[tuple[str, str], Any] = {("train", "compile"): False, ("data", "split"): "document",
+                                                ("train", "depth_sampling"): "fixed", ("train", "init_from"): None,
+                                                ("data", "task"): "lm", ("data", "sft_loss"): "paper",
+                                                ("data", "conversations"): None}
 
 
 @dataclass(frozen=True)

@@ -413,15 +413,20 @@ class EvalBatch:
 
 
 def eval_batches(docs: TokenDocs, seq_len: int, batch_size: int, *, sampling: str = "all",
-                 n_docs: int | None = None, n_batches: int = 20, seed: int = 999) -> Iterator[EvalBatch]:
+                 n_docs: int | None = None, n_batches: int = 20, seed: int = 999,
+                 indices: Sequence[int] | None = None) -> Iterator[EvalBatch]:
     """Evaluation batches of padded documents.
 
-    ``sampling="all"`` (corrected): the first ``n_docs`` documents (all by default), each exactly once, in order.
+    ``sampling="all"`` (corrected): the first ``n_docs`` documents (all by default), each exactly once, in order;
+    or exactly the documents ``indices``, in that order.
     ``sampling="paper"``: ``n_batches`` batches, batch i drawn with replacement by ``random.Random(seed + i)``
     (PROTOCOL §5.1: 20 × 32, seeds 999 + i)."""
     if sampling == "all":
         n = len(docs) if n_docs is None else min(n_docs, len(docs))
-        order = list(range(n))
+        order = list(range(n)) if indices is None else [int(i) for i in indices]
+        if order and not 0 <= min(order) <= max(order) < len(docs):
+            raise ValueError(f"document indices must lie in 0..{len(docs) - 1}")
+        n = len(order)
         chunks = [order[i: i + batch_size] for i in range(0, n, batch_size)]
     elif sampling == "paper":
         chunks = []

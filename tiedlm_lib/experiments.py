@@ -181,6 +181,25 @@ def experiment(name: str, scale: str = "cpu", seed: int = 0, overrides: dict[str
     return _apply_overrides(run, overrides) if overrides else run
 
 
+def continuation(base: RunConfig, name: str, steps: int, lr: float, **train: Any) -> RunConfig:
+    """A run that starts from ``base``'s final weights with a fresh optimiser and a constant lr (paper B's training
+    intervention; SFT). ``train`` overrides further TrainConfig fields (e.g. depth_sampling="uniform")."""
+    source = f"{base.scale}/{run_dir(base, root='.').name}/model.safetensors"  # relative to the runs directory
+    kw = {"steps": steps, "lr": lr, "lr_min": lr, "warmup": 0, "schedule": "constant", "init_from": source, **train}
+    return RunConfig(name, base.scale, base.model, dataclasses.replace(base.train, **kw), base.data)
+
+
+def sft_run(base: RunConfig, name: str, loss: str = "paper", steps: int | None = None, lr: float | None = None,
+            conversations: str | None = None) -> RunConfig:
+    """SFT from ``base``'s final weights as PROTOCOL §4.6: a fresh AdamW with default betas, constant lr (the paper:
+    1e-4, a quarter of the 23M peak; default here: a quarter of the base's peak), batch as in pre-training; loss
+    protocol ``"paper"`` (the whole suffix, pad targets included) or ``"masked"`` (response tokens only)."""
+    cfg = continuation(base, name, steps or max(2, base.train.steps // 4), lr or base.train.lr / 4,
+                       betas=(0.9, 0.999), pad_targets="include")
+    data = dataclasses.replace(base.data, task="sft", sft_loss=loss, conversations=conversations)
+    return dataclasses.replace(cfg, data=data)
+
+
 def paper_config(name: str) -> ModelConfig:
     """The exact model of a paper version (PROTOCOL §3.4) at V = 23005."""
     if name not in EXPERIMENTS:

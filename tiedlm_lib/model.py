@@ -39,11 +39,21 @@ class Attention(nn.Module):
         self.qkv = nn.Linear(d, 3 * d)
         self.out = nn.Linear(d, d)
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, cache: list | None = None) -> torch.Tensor:
+        """``cache`` (generation): a list holding this application's past [k, v]; it is extended in place. With an
+        empty cache the whole prompt is processed causally; with a filled one, one new position attends to all."""
         B, T, d = x.shape
         q, k, v = self.qkv(x).split(d, dim=-1)  # 3 × (B, T, d)
         q, k, v = (t.view(B, T, self.n_heads, d // self.n_heads).transpose(1, 2) for t in (q, k, v))  # (B, H, T, dh)
-        y = F.scaled_dot_product_attention(q, k, v, is_causal=True)  # softmax(q·kᵀ/√dh + causal mask)·v
+        causal = True
+        if cache is not None:
+            if cache:
+                if T != 1:
+                    raise ValueError("a filled KV cache takes one new position at a time")
+                k, v = torch.cat([cache[0], k], 2), torch.cat([cache[1], v], 2)
+                causal = False  # the single new query may see every cached position
+            cache[:] = [k, v]
+        y = F.scaled_dot_product_attention(q, k, v, is_causal=causal)  # softmax(q·kᵀ/√dh + causal mask)·v
         return self.out(y.transpose(1, 2).reshape(B, T, d))
 
 
@@ -73,8 +83,8 @@ class StdBlock(nn.Module):
         self.mlp = SwiGLU(d, cfg.mlp_ratio)
         self.s_ffn = nn.Parameter(torch.tensor(cfg.gate_init))
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        x = x + self.s_attn * self.attn(self.ln_a(x))
+    def forward(self, x: torch.Tensor, cache: list | None = None) -> torch.Tensor:
+        x = x + self.s_attn * self.attn(self.ln_a(x), cache)
         return x + self.s_ffn * self.mlp(self.ln_f(x))
 
 
@@ -98,15 +108,15 @@ class TiedBlock(nn.Module):
     def alpha(self) -> torch.Tensor:
         return torch.sigmoid(self.alpha_logit).clamp(self.alpha_min, self.alpha_max)
 
-    def f(self, z: torch.Tensor) -> torch.Tensor:
-        a = self.attn(self.ln1(z))
+    def f(self, z: torch.Tensor, cache: list | None = None) -> torch.Tensor:
+        a = self.attn(self.ln1(z), cache)
         v = self.ln2(z + a)  # no gate on the attention residual
         if self.form == "paper":
             return v + self.mlp(v)  # the normalised state itself, plus the MLP output
         return a + self.mlp(v)
 
-    def forward(self, z: torch.Tensor) -> torch.Tensor:
-        return z + self.alpha * self.f(z)
+    def forward(self, z: torch.Tensor, cache: list | None = None) -> torch.Tensor:
+        return z + self.alpha * self.f(z, cache)
 
 
 @dataclass
@@ -319,6 +329,25 @@ class TiedLM(nn.Module):
         if depth is not None:
             self._check_depth(depth)
         return self.readout(self._run_segments(self.embed(tokens), self.segments, depth, backprop, None))
+
+    @torch.no_grad()
+    def forward_cached(self, tokens: torch.Tensor, cache: dict, start: int, depth: int | None = None) -> torch.Tensor:
+        """Logits of ``tokens`` placed at positions start.. , reusing and extending ``cache`` (generation).
+
+        A looped model needs one cache per *application*: iteration i of loop A attends to the keys and values that
+        iteration i produced at earlier positions, so the cache is keyed by (block, iteration)."""
+        if depth is not None:
+            self._check_depth(depth)
+        T = tokens.shape[1]
+        if start + T > self.config.max_seq_len:
+            raise ValueError(f"positions {start}..{start + T - 1} exceed max_seq_len {self.config.max_seq_len}")
+        pos = torch.arange(start, start + T, device=tokens.device)
+        x = self.ln_emb(self.tok_emb(tokens) + self.pos_emb(pos))
+        for seg in self.segments:
+            n = 1 if seg.kind == "std" else (seg.iters if depth is None else depth)
+            for i in range(n):
+                x = self.blocks[seg.name](x, cache.setdefault((seg.name, i), []))
+        return self.readout(x)
 
     def run(self, tokens: torch.Tensor, depth: int | None = None, backprop: str = "full"
             ) -> tuple[torch.Tensor, Trace]:

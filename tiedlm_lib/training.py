@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import json
 import math
+import random
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -51,13 +52,25 @@ def lm_loss(logits: torch.Tensor, targets: torch.Tensor, pad_targets: str = "ign
 
 
 def count_targets(targets: torch.Tensor, pad_targets: str = "ignore") -> int:
-    return int((targets != PAD_ID).sum()) if pad_targets == "ignore" else targets.numel()
+    return int((targets != PAD_ID).sum()) if pad_targets == "ignore" else int((targets != -100).sum())
+
+
+def sampled_depth(cfg: TrainConfig, step: int, budget: int) -> int:
+    """The depth of a sampled-depth step: Uniform{1..budget}, a function of (seed, step) so resumption repeats it."""
+    return random.Random(cfg.seed * 1_000_003 + step).randint(1, budget)
 
 
 def supervised_loss(model: TiedLM, x: torch.Tensor, y: torch.Tensor, cfg: TrainConfig,
-                    normalizer: float | None = None) -> tuple[torch.Tensor, dict[int, float]]:
+                    normalizer: float | None = None, step: int = 0) -> tuple[torch.Tensor, dict[int, float]]:
     """Single-depth: CE at the trained depth. Multi-depth: the weighted mean of the CE at each supervised depth,
-    read out from one forward pass that shares the loop iterations (PROTOCOL §4.3)."""
+    read out from one forward pass that shares the loop iterations (PROTOCOL §4.3). Sampled depth: CE of the
+    prefix plan at a depth drawn for this step."""
+    if cfg.depth_sampling == "uniform":
+        from .schedules import budget, plan, plan_logits
+
+        k = sampled_depth(cfg, step, budget(model.config.layout))
+        logits = plan_logits(model, x, plan(model.config.layout, "prefix", k))
+        return lm_loss(logits, y, cfg.pad_targets, normalizer), {k: torch.zeros(())}
     if cfg.depths is None:
         return lm_loss(model(x, backprop=cfg.backprop), y, cfg.pad_targets, normalizer), {}
     weights = cfg.depth_weights or (1.0,) * len(cfg.depths)
@@ -103,6 +116,17 @@ def _restore_optim(opt: torch.optim.Optimizer, tensors: dict[str, torch.Tensor],
     opt.load_state_dict({"state": state, "param_groups": groups})
 
 
+def init_weights(model: TiedLM, source: str | Path) -> None:
+    """Load a saved model's weights into ``model`` (same model configuration required)."""
+    from .checkpoint import load_model
+    from .paths import runs_dir
+
+    path = Path(source)
+    if not path.is_absolute():
+        path = runs_dir() / path
+    model.load_state_dict(load_model(path, model.config).state_dict())
+
+
 CKPT = "checkpoint.safetensors"
 FINAL = "model.safetensors"
 
@@ -132,12 +156,22 @@ def train(run: RunConfig, out_dir: str | Path | None = None, corpus: Corpus | No
 
     torch.manual_seed(cfg.seed)
     model = TiedLM(run.model).to(device)
+    if cfg.init_from:
+        init_weights(model, cfg.init_from)
     opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr, betas=cfg.betas, weight_decay=cfg.weight_decay,
                             fused=device.type == "cuda")
     if cfg.compile:
         for block in model.blocks.values():  # compile the blocks: every path (depths, phantom, exits) uses them
             block.compile()
-    stream = BatchStream(corpus.train, run.data.seq_len, cfg.batch_size, cfg.data_seed, run.data.batch_mode)
+    if run.data.task == "sft":
+        from .sft import SFTStream, sft_data
+
+        if cfg.pad_targets != "include":
+            raise ValueError("an SFT run marks the positions without loss by target -100 and, under the paper "
+                             "protocol, trains pad targets: set train.pad_targets='include'")
+        stream = SFTStream(sft_data(run, corpus), cfg.batch_size, cfg.data_seed, run.data.sft_loss)
+    else:
+        stream = BatchStream(corpus.train, run.data.seq_len, cfg.batch_size, cfg.data_seed, run.data.batch_mode)
     start, skipped, elapsed = 0, 0, 0.0
     metrics: list[dict[str, Any]] = []
 
@@ -194,7 +228,8 @@ def train(run: RunConfig, out_dir: str | Path | None = None, corpus: Corpus | No
         n_targets = count_targets(y, cfg.pad_targets)
         x, y = x[rank::world].to(device), y[rank::world].to(device)  # this rank's rows
         with _autocast(device, cfg.amp):
-            loss, per_depth = supervised_loss(model, x, y, cfg, normalizer=n_targets if world > 1 else None)
+            loss, per_depth = supervised_loss(model, x, y, cfg, normalizer=n_targets if world > 1 else None,
+                                              step=step)
         loss_val = distributed.all_reduce_sum(loss.detach()).item()  # every rank sees the global loss
         if not math.isfinite(loss_val):
             skipped += 1
@@ -214,7 +249,9 @@ def train(run: RunConfig, out_dir: str | Path | None = None, corpus: Corpus | No
         if step % cfg.log_every == 0 or step == cfg.steps - 1:
             m = {"step": step, "loss": loss_val, "lr": lr, "grad_norm": float(gnorm),
                  "alpha": model.alphas(), "time": elapsed + time.perf_counter() - t0}
-            if per_depth:
+            if cfg.depth_sampling == "uniform":
+                m["depth"] = next(iter(per_depth))
+            elif per_depth:
                 m["loss_by_depth"] = {str(k): float(distributed.all_reduce_sum(v)) for k, v in per_depth.items()}
             log(m)
             bar.set_postfix(loss=f"{loss_val:.3f}")

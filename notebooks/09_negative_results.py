@@ -1,0 +1,178 @@
+# %% [markdown]
+# # 09 · Negative results: no fixed point, and a weak residual probe (paper A, §6)
+#
+# A weight-tied loop invites two hopes borrowed from deep-equilibrium models: that iterating the block converges to a
+# fixed point z* = z* + α·f(z*), so "more iterations" has a natural end; and that how far a sequence is from
+# converging — the residual ‖z_{k+1} − z_k‖ — says how hard it is, a free uncertainty signal. Paper A reports both as
+# negative results: the relative residual stays near **0.15 per step** and never falls in 30 iterations, and the
+# residual correlates with per-sequence NLL only weakly (**r = 0.27** at 7M, **0.385** at 23M, 0.269 for v7).
+#
+# PROTOCOL §7.6 explains the first result by construction. The paper's block returns f(z) = LN2(z + attn) + MLP(·):
+# a *normalised copy of the state* plus the MLP output. A fixed point needs f(z*) = 0, i.e. MLP(v) = −v for the
+# normalised v — the LayerNorm keeps ‖v‖ ≈ √d, so every step adds a vector of norm ≈ α·√d whatever the state. The
+# residual cannot vanish; it can only shrink *relative* to a growing state. We measure both block forms: the plain
+# residual block, f(z) = attn + MLP(LN2(z + attn)), has no such floor.
+#
+# The probe (PROTOCOL §5.3): per sequence, the residual is the **max over all positions, pads included**, of the
+# last iteration's ‖z_K − z_{K−1}‖/‖z_0‖; NLL is the mean over real targets; sequences with fewer than 8 real targets
+# are dropped; Pearson r over 100 sequences. Pads included means a sequence's residual may be set at a pad position
+# the NLL never sees. We compute it that way, with the max over real positions only, and per token (each real
+# position's residual against its own CE), with document-bootstrap CIs.
+
+# %% tags=["parameters"]
+scale = "cpu"  # smoke | cpu | paper
+seeds = [0]  # training seeds
+figures_dir = None  # default: figures/<scale>/
+paper_dir = None  # default: paper/<scale>/
+n_boot = 2000  # bootstrap replicates
+n_probe_docs = 300  # held-out documents for the probe (the paper: 100 sequences)
+n_trace_docs = 64  # held-out documents for the per-iteration residual curves
+extrapolate = 2  # iterate to extrapolate·K to see whether the residual ever falls
+
+# %%
+import altair as alt
+import pandas as pd
+
+from tiedlm_lib import get_run
+from tiedlm_lib.analysis import heldout, state_norms
+from tiedlm_lib.claims import verdict
+from tiedlm_lib.experiments import get_scale
+from tiedlm_lib.probes import pearson_ci, residual_probe
+from tiedlm_lib.report import Report
+from tiedlm_lib.reported import reported, reported_value
+
+rep = Report("09_negative_results", scale, figures_dir, paper_dir, seeds=seeds)
+S = get_scale(scale)
+K = S.K
+SIZES = {"v3": f"small (d{S.small.d_model})", "v5": f"large (d{S.large.d_model})"}
+FORMS = ["paper", "residual"]
+print(f"scale {scale}: K = {K}, sizes {SIZES}, seeds {seeds}")
+
+# %% [markdown]
+# ## The runs
+#
+# The single-depth models of section 03, both block forms, both sizes (cached: trained once, shared).
+
+# %%
+runs = {(name, form, seed): get_run(name, scale, seed, overrides={"model.block": form})
+        for name in SIZES for form in FORMS for seed in seeds}
+pd.DataFrame([{"run": n, "block": f, "seed": s, "params": r.result["params"], "alpha": r.result["alpha"]["A"]}
+              for (n, f, s), r in runs.items()])
+
+# %% [markdown]
+# ## Does the loop converge?
+#
+# Mean over real positions of ‖z_{i+1} − z_i‖/‖z_0‖ (the original normalisation) and of ‖z_i‖/‖z_0‖, iterating to
+# 2K. A converging loop's residual falls toward 0; the paper-form residual has the floor α·‖LN2(·) + MLP‖/‖z_0‖.
+
+# %%
+rows = []
+for (name, form, seed), r in runs.items():
+    batches = list(heldout(r.config, n_trace_docs)())
+    tr = state_norms(r.model, batches, extrapolate * K)["A"]
+    for i, (res, ratio) in enumerate(zip(tr["residual"], tr["ratio"][1:])):
+        rows.append({"size": SIZES[name], "block": form, "seed": seed, "iteration": i + 1,
+                     "relative residual": res, "state norm / input norm": ratio})
+traj = rep.table(pd.DataFrame(rows), "residual_by_iteration")
+summary = traj.groupby(["size", "block", "seed"]).apply(lambda g: pd.Series({
+    "residual at 1": g["relative residual"].iloc[0],
+    "residual at K": g.loc[g.iteration == K, "relative residual"].item(),
+    f"residual at {extrapolate}K": g["relative residual"].iloc[-1],
+    "min residual": g["relative residual"].min(),
+    "last/first": g["relative residual"].iloc[-1] / g["relative residual"].iloc[0],
+    "state norm ratio at K": g.loc[g.iteration == K, "state norm / input norm"].item()}), include_groups=False)
+rep.table(summary.reset_index(), "convergence_summary")
+summary.round(4)
+
+# %%
+base = alt.Chart(traj).encode(x=alt.X("iteration:Q", title="loop iteration i"), color="block:N", detail="seed:N")
+c1 = base.mark_line().encode(y=alt.Y("relative residual:Q", scale=alt.Scale(type="log"),
+                                     title="‖z_i − z_{i−1}‖ / ‖z_0‖"))
+c2 = base.mark_line().encode(y=alt.Y("state norm / input norm:Q", title="‖z_i‖ / ‖z_0‖"))
+rule = alt.Chart(pd.DataFrame({"K": [K]})).mark_rule(strokeDash=[4, 4], color="gray").encode(x="K:Q")
+rep.chart(alt.vconcat(*[
+    alt.hconcat((c1.transform_filter(alt.datum.size == s) + rule).properties(width=240, height=180, title=s),
+                (c2.transform_filter(alt.datum.size == s) + rule).properties(width=240, height=180))
+    for s in SIZES.values()]), "residual_by_iteration")
+
+# %% [markdown]
+# ## The residual probe
+#
+# One pass per held-out batch at the trained depth K. Per sequence: the paper's residual (max over every position,
+# pads included) and the masked one (max over real positions), each against the sequence's mean real-target NLL.
+# Per token: each real position's own last-iteration residual against its CE. CIs resample documents.
+
+# %%
+probe_rows, probes = [], {}
+for (name, form, seed), r in runs.items():
+    p = residual_probe(r.model, heldout(r.config, n_probe_docs)())
+    probes[name, form, seed] = p
+    cases = {"per sequence, pads included (paper)": (p.seq_residual_paper, p.seq_nll, None),
+             "per sequence, real positions": (p.seq_residual_real, p.seq_nll, None),
+             "per token, real positions": (p.tok_residual, p.tok_ce, p.tok_doc)}
+    for what, (x, y, g) in cases.items():
+        est = pearson_ci(x, y, g, n_boot=n_boot)
+        probe_rows.append({"size": SIZES[name], "run": name, "block": form, "seed": seed, "probe": what,
+                           "n": len(x), "r": est.point, "lo": est.lo, "hi": est.hi})
+probe = rep.table(pd.DataFrame(probe_rows), "probe_correlation")
+probe.round(3)
+
+# %% [markdown]
+# Reported (per sequence, pads included, 100 sequences, K = 30):
+
+# %%
+pd.DataFrame(reported("v3.probe") + reported("v5.probe") + reported("v7.probe") + reported("fixed_point"))
+
+# %%
+pc = alt.Chart(probe).mark_point(filled=True, size=60).encode(
+    x=alt.X("r:Q", title="Pearson r (residual vs NLL)"), y=alt.Y("probe:N", title=None), color="block:N",
+    shape="size:N")
+bars = alt.Chart(probe).mark_rule().encode(x="lo:Q", x2="hi:Q", y="probe:N", color="block:N")
+ref = alt.Chart(pd.DataFrame({"r": [reported_value("v3.probe_r"), reported_value("v5.probe_r")],
+                              "reported": ["7M (reported)", "23M (reported)"]})).mark_rule(
+    strokeDash=[4, 4]).encode(x="r:Q", tooltip="reported:N")
+rep.chart((bars + pc + ref).properties(width=420, height=160), "probe_correlation")
+
+# %% [markdown]
+# ## The claims
+#
+# * **A18** — no fixed point: for the paper-form block, the relative residual at 2K is at least half of its value at
+#   iteration 1 for every model (it does not decay toward 0). Not reproduced if it falls below 10% of the first
+#   iteration's value (a loop heading to a fixed point). The residual block is reported beside it as the corrected
+#   protocol: there the claim is judged the same way.
+# * **A19** — weak probe, stronger at the larger size: the paper-protocol per-sequence r has its CI inside (0, 0.5)
+#   at both sizes and is larger at the larger size (point estimates); not reproduced if a CI lies entirely above 0.5
+#   (a strong probe) or entirely at or below 0 (no probe). The corrected protocol judges the per-token, pad-excluded
+#   correlation the same way.
+
+# %%
+def a18(form):
+    sub = summary.reset_index()
+    sub = sub[sub.block == form]
+    ratios = dict(zip(sub["size"] + "/s" + sub.seed.astype(str), sub["last/first"]))
+    return verdict(all(v >= 0.5 for v in ratios.values()), any(v < 0.1 for v in ratios.values())), ratios
+
+
+v, ev = a18("paper")
+rep.claim("A18", v, f"paper-form block: relative residual at {extrapolate}K >= 0.5 x its value at iteration 1 "
+          "(no decay toward a fixed point); not reproduced if < 0.1 x", ev, "paper")
+v, ev = a18("residual")
+rep.claim("A18", v, "the same criterion on the residual-form block (which has no structural floor)", ev, "corrected")
+
+
+def a19(what):
+    sub = probe[(probe.block == "paper") & (probe.probe == what)]
+    weak = all(0 < lo and hi < 0.5 for lo, hi in zip(sub.lo, sub.hi))
+    by_size = sub.groupby("run").r.mean()
+    stronger = by_size.get("v5", 0) > by_size.get("v3", 0)
+    contra = any(lo > 0.5 or hi <= 0 for lo, hi in zip(sub.lo, sub.hi))
+    ev = {f"{r.run}/s{r.seed}": {"r": r.r, "ci": [r.lo, r.hi], "n": r.n} for r in sub.itertuples()}
+    return verdict(weak and stronger, contra), ev
+
+
+v, ev = a19("per sequence, pads included (paper)")
+rep.claim("A19", v, "paper-form models, per-sequence r (max residual incl. pads vs mean real NLL): 95% CI inside "
+          "(0, 0.5) at both sizes and larger at the larger size", ev, "paper")
+v, ev = a19("per token, real positions")
+_ = rep.claim("A19", v, "the same criterion per token (each real position's residual vs its CE), pads excluded", ev,
+              "corrected")

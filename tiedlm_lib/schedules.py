@@ -1,0 +1,107 @@
+"""Execution schedules (paper B's Depth Control Protocol): which block runs at each application step.
+
+A layout splits into a *prelude* and a *coda* that always run, and a *core* of N block applications that a schedule
+rearranges. For a looped layout the core runs from the first loop to the last (``"S S A*16 S S"``: 16 applications
+of A; ``"S A*8 S B*8 S"``: A×8, the bridge S, B×8, N = 17); for a dense layout (``"S*5"``) every layer is the core,
+as in paper B's negative control on dense transformers.
+
+* ``prefix(k)``  the first k applications (naive truncation);
+* ``repeat(k)``  the first k applications, then the k-th re-applied until N have run: the application count stays N
+  with k distinct applications (in a single tied loop the k-th application *is* the block, so repeat(k) = prefix(N));
+* ``suffix(k)``  the last k applications;
+* ``frozen(k)``  the first k applications, then the k-th *update* z_k − z_{k−1} re-added (without recomputing the
+  block) until N: N writes into the residual stream with k distinct computations. frozen(1) is the single-loop
+  analogue of paper B's linchpin control, which repeat cannot express without an iteration embedding.
+
+A plan is data (block names, with ``REUSE`` for a re-added update), so tests can check the exact call order.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from .layout import Segment, parse_layout
+
+SCHEDULE_NAMES = ("prefix", "repeat", "suffix", "frozen")
+REUSE = "="  # re-add the last update instead of calling a block
+
+
+@dataclass(frozen=True)
+class Plan:
+    prelude: tuple[str, ...]
+    core: tuple[str, ...]  # block names in application order; REUSE re-adds the previous update
+    coda: tuple[str, ...]
+    schedule: str
+    k: int
+    budget: int  # N: the core's length at full depth
+
+    @property
+    def calls(self) -> list[str]:
+        """Every block call in order (re-added updates are not calls)."""
+        return [n for n in (*self.prelude, *self.core, *self.coda) if n != REUSE]
+
+    @property
+    def applications(self) -> int:
+        """Writes into the residual stream by the core: calls plus re-added updates."""
+        return len(self.core)
+
+    @property
+    def distinct(self) -> int:
+        """Distinct computations in the core: each call at a distinct step of the full-depth sequence counts once."""
+        return len([n for n in self.core if n != REUSE]) - (self.budget - self.k if self.schedule == "repeat" else 0)
+
+
+def split_layout(layout: str) -> tuple[list[Segment], list[str], list[Segment]]:
+    """(prelude segments, core application sequence, coda segments)."""
+    segs = parse_layout(layout)
+    loops = [i for i, s in enumerate(segs) if s.kind == "loop"]
+    if not loops:
+        return [], [s.name for s in segs], []
+    first, last = loops[0], loops[-1]
+    core = [s.name for s in segs[first:last + 1] for _ in range(s.iters)]
+    return segs[:first], core, segs[last + 1:]
+
+
+def plan(layout: str, schedule: str, k: int) -> Plan:
+    """The plan of ``schedule`` at k distinct applications (1 <= k <= N)."""
+    if schedule not in SCHEDULE_NAMES:
+        raise ValueError(f"schedule must be one of {SCHEDULE_NAMES}, got {schedule!r}")
+    pre, core, coda = split_layout(layout)
+    N = len(core)
+    if not isinstance(k, int) or isinstance(k, bool) or not 1 <= k <= N:
+        raise ValueError(f"k must be an integer in 1..{N} (the core of {layout!r} has {N} applications), got {k!r}")
+    if schedule == "prefix":
+        seq = core[:k]
+    elif schedule == "repeat":
+        seq = core[:k] + [core[k - 1]] * (N - k)
+    elif schedule == "suffix":
+        seq = core[N - k:]
+    else:
+        seq = core[:k] + [REUSE] * (N - k)
+    return Plan(tuple(s.name for s in pre), tuple(seq), tuple(s.name for s in coda), schedule, k, N)
+
+
+def budget(layout: str) -> int:
+    return len(split_layout(layout)[1])
+
+
+def run_plan(model, tokens: torch.Tensor, p: Plan) -> torch.Tensor:
+    """The readout input ln_f(z) (B, T, d) after running plan ``p``; ``model.head`` of it gives the logits."""
+    z = model.embed(tokens)
+    for name in p.prelude:
+        z = model.blocks[name](z)
+    prev = z
+    for name in p.core:
+        if name == REUSE:
+            z, prev = z + (z - prev), z  # z_{i+1} = z_i + (z_k − z_{k−1}), the frozen update
+        else:
+            z, prev = model.blocks[name](z), z
+    for name in p.coda:
+        z = model.blocks[name](z)
+    return model.ln_f(z)
+
+
+def plan_logits(model, tokens: torch.Tensor, p: Plan) -> torch.Tensor:
+    return model.head(run_plan(model, tokens, p))

@@ -9,9 +9,10 @@ pads), P = 3/4 of the length (192 of 256). Loss protocols:
 * ``"masked"``: the CE on response tokens only (targets that are real response tokens or its ``<|im_end|>``).
 
 Positions without loss carry the target −100 (ignored). Conversations come from minimind's JSONL at paper scale, or
-at smoke/cpu scale from a task derived from the embedded corpus: the user turn is the first half of a held-in passage
-(by words) and the assistant's answer is the rest — a continuation task in chat format, so the response has the
-corpus's own statistics and SFT changes the *format* the model is trained on, as the paper's grid SFT did.
+at smoke/cpu scale from a task derived from the embedded corpus: the assistant completes a training passage with its
+last words (half of them, at most ten) and the user turn is the rest — a continuation task in chat format, so the
+response has the corpus's own statistics, SFT changes the *format* the model is trained on as the paper's grid SFT
+did, and short replies leave pad targets in the suffix as the paper's grids did.
 """
 
 from __future__ import annotations
@@ -31,13 +32,16 @@ IGNORE = -100
 SFT_LOSSES = ("paper", "masked")
 
 
-def continuation_pairs(texts: Sequence[str], min_words: int = 6) -> list[tuple[str, str]]:
-    """(user, assistant) pairs from passages: the first half of the words asks, the second half answers."""
+def continuation_pairs(texts: Sequence[str], min_words: int = 6, max_reply_words: int = 10
+                       ) -> list[tuple[str, str]]:
+    """(user, assistant) pairs from passages: the assistant completes the passage with its last words (half of
+    them, at most ``max_reply_words``, so that short replies leave pads in the suffix as the paper's data did); the
+    user turn is the rest."""
     pairs = []
     for t in texts:
         w = t.split()
         if len(w) >= min_words:
-            h = len(w) // 2
+            h = len(w) - min(len(w) // 2, max_reply_words)
             pairs.append((" ".join(w[:h]), " ".join(w[h:])))
     if not pairs:
         raise ValueError(f"no passage has at least {min_words} words to split into a prompt and a response")

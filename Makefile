@@ -1,4 +1,4 @@
-# tiedlm — make setup | make test | make main [SCALE=cpu] | make nb NB=04_tradeoff [SCALE=cpu] | make lint
+# tiedlm — make paper [SCALE=cpu] | make test | make setup | make main | make nb NB=04_tradeoff [SCALE=cpu] | make lint
 PY ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
@@ -6,7 +6,7 @@ SCALE ?= cpu
 EXPS ?= v3 v4
 export OMP_NUM_THREADS ?= 2
 
-.PHONY: setup test main nb sync lint clean-runs
+.PHONY: setup test paper html browser main nb sync lint clean-runs
 
 setup: $(VENV)/.installed
 
@@ -22,12 +22,29 @@ NBBUILD := build/notebooks
 
 # The test suite: smoke-sized, CPU only, a few minutes. Every notebook is executed once at smoke scale: papermill
 # --prepare-only injects the parameters into a copy under build/, and nbval runs the copies in the same pytest run.
-test: setup
+test: setup browser
 	rm -rf $(NBBUILD) && mkdir -p $(NBBUILD)
 	@for nb in $(NOTEBOOKS); do \
 	  $(BIN)/papermill --prepare-only --log-level WARNING -p scale smoke $$nb $(NBBUILD)/$$(basename $$nb) || exit 1; \
 	done
 	$(BIN)/python -m pytest -q tests $(NBBUILD) --nbval-lax --nbval-current-env
+
+# The executable paper: every notebook at SCALE in order (runs cached and shared), then the HTML paper in
+# paper/<scale>/html/. One progress line per notebook; a failing notebook stops the run, naming the cell.
+paper: setup
+	$(BIN)/python -m tiedlm_lib.paper --scale $(SCALE)
+
+# Re-render the HTML from already executed notebooks.
+html: setup
+	$(BIN)/python -m tiedlm_lib.paper --scale $(SCALE) --html-only
+
+# Debian's chromium for the browser check (tests/test_browser.py skips, saying why, where it cannot be installed).
+browser:
+	@command -v chromium >/dev/null 2>&1 || { \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null) \
+	      || echo "chromium could not be installed: the browser check will be skipped"; \
+	  else echo "chromium is missing and cannot be installed here: the browser check will be skipped"; fi; }
 
 # Run one notebook at a scale; the executed copy goes to paper/<scale>/, never over the paired source.
 nb: setup

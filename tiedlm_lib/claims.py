@@ -50,6 +50,32 @@ CLAIMS: dict[str, str] = {
     "Q6": "Does evaluating on sequences the model trained on change the benchmark's conclusions (A11-A14)?",
 }
 
+# What each paper reported for the claim (CLAIMS.md's "reported" column; paper B's numbers from PROTOCOL §8).
+REPORTED: dict[str, str] = {
+    "A1": '7M 6.27→4.36, 23M 5.66→4.25 (k=1→30)',
+    "A2": '23M < 7M at every k',
+    "A3": 'v7: ~10 for k≤16, 4.24 at 30',
+    "A4": 'τ 0.4: k̄ 12.1, 5.98; τ 0.95: k̄ 26.7, 6.21; uniform k=16: 4.43',
+    "A5": 'qualitative',
+    "A6": '7M 4.40 vs 4.38; 23M 4.298 vs 4.260',
+    "A7": 'both sizes',
+    "A8": '23M 4.251 both; 7M 4.36 → 4.34',
+    "A9": '6.45 → 3.50 GB; 143 → 69 ms; +0.03 NLL at 1000 steps',
+    "A10": '+1.36 real-token NLL (3.867 vs 2.508)',
+    "A11": '61.6% pad; rank order flips',
+    "A12": '+0.4 (2.51 → 2.91); Meta-ASH 4.10 → 4.73',
+    "A13": '2.508 vs 2.536',
+    "A14": '1.155 vs 1.167; 2.915 vs 2.940',
+    "A15": '2.536 / 2.508 / 2.4994 / 2.4922 / 2.514',
+    "A16": 'v13 0.059/0.072/0.126; v14 D 0.261',
+    "A17": 'v13S 1.1429 / 2.8802',
+    "A18": 'relative residual ≈ 0.15 per step',
+    "A19": 'r = 0.27 (7M), 0.385 (23M), 0.269 (v7)',
+    "A20": 'qualitative',
+    "A21": 'table in §5',
+    "B3": 'Huginn 0.5% (scalar T) / 5.8% (affine); dense models 14–75% (affine)',
+}
+
 CLAIM_VERDICTS = ("reproduced", "not reproduced", "inconclusive", "not testable")
 QUESTION_ANSWERS = ("yes", "no", "inconclusive")
 PROTOCOLS = ("paper", "corrected", "both")

@@ -1,0 +1,155 @@
+# %% [markdown]
+# # 11 · The claims ledger
+#
+# Every section judged the claims it tests and wrote a verdict to `paper/<scale>/claims.json`: the criterion it used,
+# the protocol (the paper's, faithful to the original code, or the corrected one) and the numbers behind it. This
+# section collects the ledger into one table — for every claim of paper A and paper B: what the paper reported, what
+# this reproduction measured, the verdict and the protocol it holds under — and lists what the reproduction found that
+# the papers did not say. It runs last; claims whose section has not run at this scale are listed as pending.
+
+# %% tags=["parameters"]
+scale = "cpu"  # smoke | cpu | paper
+seeds = [0]  # (unused here: the verdicts come from the sections)
+figures_dir = None  # default: figures/<scale>/
+paper_dir = None  # default: paper/<scale>/
+
+# %%
+import pandas as pd
+
+from tiedlm_lib.atomic import atomic_write_text
+from tiedlm_lib.claims import CLAIMS, REPORTED, read_ledger
+from tiedlm_lib.report import Report, markdown_table
+
+rep = Report("11_claims", scale, figures_dir, paper_dir, seeds=seeds)
+ledger = read_ledger(rep.paper)
+entries = ledger["claims"]
+print(f"scale {scale}: {len(entries)} verdicts in {rep.paper / 'claims.json'}")
+
+# %% [markdown]
+# A21 (the cross-model matrix against CEDLR-Hybrid2 and Meta-ASH) cannot be tested: those models are not public.
+# It is recorded as such, here, so that the ledger covers every claim.
+
+# %%
+rep.claim("A21", "not testable", "CEDLR-Hybrid2-30M and Meta-ASH-30M are not public (weights or training code), so "
+          "the cross-model rows of the suffix-benchmark matrix cannot be re-run; their reported numbers are shown in "
+          "section 05 as reported", {"reported_rows": ["cedlr_pt", "cedlr_sft", "metaash_pt", "metaash_sft"]}, "paper")
+entries = read_ledger(rep.paper)["claims"]
+
+# %% [markdown]
+# ## The table
+#
+# "Measured" condenses each entry's evidence: the numbers the criterion was judged on (point estimate and 95% CI
+# where there is one). The full evidence is in `claims.json`.
+
+# %%
+def condense(ev, limit=160):
+    """A short human-readable summary of an evidence dict: its leaves with their keys."""
+    parts = []
+
+    def walk(prefix, v):
+        if isinstance(v, dict):
+            for k, x in v.items():
+                walk(f"{prefix}{k} " if prefix else f"{k} ", x)
+        elif isinstance(v, (list, tuple)) and v and all(isinstance(x, (int, float)) for x in v):
+            parts.append(f"{prefix}" + (f"{v[0]:.3g} [{v[1]:.3g}, {v[2]:.3g}]" if len(v) == 3 else
+                                         ", ".join(f"{x:.3g}" for x in v)))
+        elif isinstance(v, float):
+            parts.append(f"{prefix}{v:.3g}")
+        else:
+            parts.append(f"{prefix}{v}")
+
+    walk("", ev)
+    text = "; ".join(p.strip() for p in parts)
+    return text if len(text) <= limit else text[:limit - 1] + "…"
+
+
+SECTION_OF = {"A1": "03", "A2": "03", "A3": "02", "A4": "04", "A5": "04", "A6": "04", "A7": "04", "A8": "04",
+              "A9": "02", "A10": "02", "A11": "05", "A12": "08", "A13": "06", "A14": "06", "A15": "07",
+              "A16": "07", "A17": "07", "A18": "09", "A19": "09", "A20": "08", "A21": "11", "Q1": "10", "Q2": "04",
+              "Q3": "03", "Q4": "06/07", "Q5": "02", "Q6": "05"}
+rows = []
+by_id = {}
+for e in entries:
+    by_id.setdefault(e["id"], []).append(e)
+for cid, text in CLAIMS.items():
+    es = by_id.get(cid)
+    if not es:
+        rows.append({"id": cid, "claim": text, "reported": REPORTED.get(cid, ""), "protocol": "",
+                     "verdict": f"pending (section {SECTION_OF.get(cid, '10' if cid.startswith('B') else '?')})",
+                     "measured": "", "section": ""})
+        continue
+    for e in es:
+        rows.append({"id": cid, "claim": text, "reported": REPORTED.get(cid, ""), "protocol": e["protocol"],
+                     "verdict": e["verdict"], "measured": condense(e["evidence"]), "section": e["notebook"]})
+table = pd.DataFrame(rows)
+with pd.option_context("display.max_colwidth", 120, "display.max_rows", 200):
+    display(table[["id", "protocol", "verdict", "reported", "measured", "section"]])  # noqa: F821
+
+# %%
+counts = table.groupby("verdict").size().rename("entries").reset_index()
+rep.table(counts, "verdict_counts")
+
+# %% [markdown]
+# ## Which claims survive the corrected protocol?
+#
+# Claims judged under both protocols, side by side.
+
+# %%
+both = table[table.protocol.isin(["paper", "corrected"])].pivot_table(index="id", columns="protocol",
+                                                                       values="verdict", aggfunc="first")
+both = both.dropna() if {"paper", "corrected"} <= set(both.columns) else both
+both
+
+# %% [markdown]
+# ## What this reproduction found that the papers did not say
+#
+# From PROTOCOL §7 (facts of the original code) and from the sections' results at this scale:
+
+# %%
+findings = [
+    "The suffix benchmark drew its sequences from the training split (PROTOCOL §7.1); section 05 measures the "
+    "seen fraction by replaying the training stream and compares held-out draws.",
+    "The paper's tied block re-adds a normalised copy of the state every step (§7.6), so the state norm grows with "
+    "k and no fixed point exists by construction (section 09).",
+    "The post-hoc exit scored never-exited positions with the k = 1 logits while counting them at full depth "
+    "(§7.3); section 04 runs both fallbacks.",
+    "The phantom gradient as implemented takes its one step at the loop input, not the last state (§7.7); section "
+    "02 trains both forms.",
+    "The repetition penalty divides negative logits too, raising them (§7.13); section 08 measures when it matters.",
+    "SFT trained pad targets and ignored the response mask it had (§7.10); section 08 trains both protocols.",
+]
+ev = {e["id"] + "/" + e["protocol"]: e for e in entries}
+
+
+def has(key, verdict):
+    return key in ev and ev[key]["verdict"] == verdict
+
+
+if has("Q1/corrected", "no") and "B6/corrected" in ev:
+    findings.append("Paper B's decomposition on paper A's models: recalibrating the readout recovers little of the "
+                    "single-depth gap (Q1: no); most of it is the *number of applications* — re-adding the first "
+                    "update N times recovers most of the gap without new computation (section 10).")
+if has("B5/corrected", "reproduced"):
+    findings.append("Training with a sampled application count for a short continuation closes most of the shallow "
+                    "gap while keeping full-depth NLL: the trade-off law is a property of fixed-depth training, not "
+                    "of the architecture (section 10).")
+if has("Q6/both", "yes"):
+    findings.append("Evaluating on sequences the model trained on lowers every model's real-token NLL measurably "
+                    "(section 05).")
+if has("A19/paper", "not reproduced"):
+    findings.append("The residual-norm probe shows no positive correlation with NLL at this scale, per sequence or "
+                    "per token (section 09).")
+for i, f in enumerate(findings, 1):
+    print(f"{i}. {f}")
+
+# %%
+md = ["# Claims ledger — scale `" + scale + "`", "",
+      "Generated by `notebooks/11_claims.py` from `claims.json`; verdicts, criteria and evidence come from the "
+      "sections' runs. Reported numbers are the papers' (labelled).", "",
+      markdown_table(table[["id", "claim", "reported", "protocol", "verdict", "measured", "section"]]),
+      "## Criteria", ""]
+md += [f"* **{e['id']}** [{e['protocol']}, {e['notebook']}]: {e['criterion']}" for e in entries]
+md += ["", "## What this reproduction found that the papers did not say", ""]
+md += [f"{i}. {f}" for i, f in enumerate(findings, 1)]
+path = atomic_write_text(rep.paper / "claims.md", "\n".join(md) + "\n")
+print(f"written {path} ({len(table)} rows)")

@@ -1,0 +1,75 @@
+"""The HTML paper in a real browser: build it at smoke scale (two sections plus the claims ledger) and load the index
+in headless Chromium; the figures and the claims table must be in the rendered page, and nothing may be fetched
+from the network."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from tiedlm_lib.paper import execute, render_html
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _chromium() -> str:
+    for name in ("chromium", "chromium-browser", "google-chrome"):
+        path = shutil.which(name)
+        if path:
+            return path
+    pytest.skip("no Chromium found: `make browser` installs Debian's chromium package (as root, with apt); "
+                "the browser check needs it")
+
+
+@pytest.fixture(scope="module")
+def smoke_paper():
+    logs = []
+    timings = execute("smoke", ["01_architecture", "11_claims"], log=logs.append)
+    assert [t["notebook"] for t in timings] == ["01_architecture", "11_claims"]
+    assert any("[1/2] 01_architecture at smoke" in m for m in logs) and any(" done in " in m for m in logs)
+    return render_html("smoke")
+
+
+def test_the_html_paper_renders_in_headless_chromium(smoke_paper, tmp_path):
+    browser = _chromium()
+    url = smoke_paper.as_uri()
+    dom = subprocess.run([browser, "--headless", "--no-sandbox", "--disable-gpu", "--dump-dom", url],
+                         capture_output=True, text=True, timeout=180)
+    assert dom.returncode == 0, dom.stderr[-2000:]
+    page = dom.stdout
+    assert "<table id=\"claims\"" in page or "<table id='claims'" in page
+    rows = re.findall(r"<tr class=", page)
+    assert len(rows) >= 1, "the claims table has rows"
+    assert "A21" in page and "not testable" in page
+    assert page.count("<svg") >= 1, "figures are inline svg"
+    assert "01_architecture.html" in page and "11_claims.html" in page
+    shot = tmp_path / "index.png"
+    r = subprocess.run([browser, "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",
+                        "--window-size=1280,1600", f"--screenshot={shot}", url], capture_output=True, text=True,
+                       timeout=180)
+    assert r.returncode == 0 and shot.is_file() and shot.stat().st_size > 10_000, r.stderr[-2000:]
+
+
+def test_section_pages_load_nothing_from_the_network(smoke_paper):
+    for page in smoke_paper.parent.glob("*.html"):
+        text = page.read_text()
+        assert not re.search(r"<script[^>]*src=[\"']https?://", text), page.name
+        assert not re.search(r"<link[^>]*href=[\"']https?://", text), page.name
+    section = (smoke_paper.parent / "01_architecture.html").read_text()
+    assert "<svg" in section or "data:image/png" in section, "the section's figures are inline"
+
+
+def test_a_failing_notebook_names_itself_and_its_cell(tmp_path):
+    """A notebook that raises stops the run with its name and the failing cell."""
+    from tiedlm_lib.paper import NotebookFailed
+
+    (tmp_path / "notebooks").mkdir()
+    src = ROOT / "notebooks" / "11_claims.ipynb"
+    text = src.read_text().replace("rep = Report(", "raise RuntimeError('boom')\\nrep = Report(", 1)
+    (tmp_path / "notebooks" / "99_broken.ipynb").write_text(text)
+    with pytest.raises(NotebookFailed, match=r"99_broken failed in cell \d+ .*RuntimeError: boom"):
+        execute("smoke", root=tmp_path, log=lambda m: None)

@@ -1,0 +1,198 @@
+"""The executable paper in one command: execute every notebook at a scale, in order, then render it as HTML.
+
+    python -m tiedlm_lib.paper --scale cpu            # what `make paper` runs
+    python -m tiedlm_lib.paper --scale smoke --only 01_architecture,11_claims
+    python -m tiedlm_lib.paper --scale cpu --html-only
+
+Notebooks run in the order of their numbers (a section may reuse the cached runs of an earlier one; 11_claims reads
+the ledger the others wrote, so it runs last). Each prints one progress line with its elapsed time; a failing
+notebook stops the run, naming the notebook and the failing cell. The HTML paper (``paper/<scale>/html/``) is one page
+per section (nbconvert, figures inline as svg, no script or stylesheet loaded from the network) and an index with the
+abstract, the sections, the claims ledger and the run times.
+"""
+
+from __future__ import annotations
+
+import argparse
+import html
+import json
+import re
+import sys
+import time
+from pathlib import Path
+
+from .atomic import atomic_write_text
+from .paths import project_root
+
+ABSTRACT = """\
+Weight-tied ("looped") language models apply one Transformer block k times, z ← z + α·f(z), between a few ordinary
+layers. Paper A trains small such models and reports depth scaling under single-depth training, free early exit
+under multi-depth supervision but not both (a "trade-off law"), a memory-saving phantom gradient that underfits over
+long training, a padding-dominated benchmark that reverses model rankings, and an advantage of tied over
+iso-parameter vanilla models. Paper B argues that truncating depth confounds the number of block applications, the
+amount of distinct computation and an out-of-distribution readout, and gives controls to separate them. This
+executable companion rebuilds both papers' procedures in one library, re-runs every section at the chosen scale,
+reproduces each quirk of the original code beside the corrected protocol, and records a verdict with confidence
+intervals for every claim."""
+
+
+def notebooks(root: Path | None = None, only: list[str] | None = None) -> list[Path]:
+    root = root or project_root()
+    nbs = sorted((root / "notebooks").glob("[0-9][0-9]_*.ipynb"))
+    if only:
+        names = {p.stem for p in nbs}
+        unknown = [n for n in only if n not in names]
+        if unknown:
+            raise ValueError(f"unknown notebooks {unknown}: expected names among {sorted(names)}")
+        nbs = [p for p in nbs if p.stem in only]
+    return nbs
+
+
+class NotebookFailed(RuntimeError):
+    pass
+
+
+def execute(scale: str, only: list[str] | None = None, root: Path | None = None, log=print) -> list[dict]:
+    """Execute the notebooks with papermill into paper/<scale>/; returns [{notebook, seconds}]."""
+    import papermill as pm
+
+    from .experiments import get_scale
+
+    get_scale(scale)
+    root = root or project_root()
+    out_dir = root / "paper" / scale
+    out_dir.mkdir(parents=True, exist_ok=True)
+    nbs = notebooks(root, only)
+    timings = []
+    start = time.perf_counter()
+    for i, nb in enumerate(nbs, 1):
+        log(f"[{i}/{len(nbs)}] {nb.stem} at {scale} ...")
+        t0 = time.perf_counter()
+        try:
+            pm.execute_notebook(str(nb), str(out_dir / nb.name), parameters={"scale": scale},
+                                cwd=str(nb.parent), kernel_name="python3", progress_bar=False, log_output=False)
+        except pm.PapermillExecutionError as e:
+            raise NotebookFailed(f"{nb.stem} failed in cell {e.cell_index} (execution count {e.exec_count}): "
+                                 f"{e.ename}: {e.evalue} — the partial notebook is {out_dir / nb.name}") from None
+        dt = time.perf_counter() - t0
+        timings.append({"notebook": nb.stem, "seconds": round(dt, 1)})
+        log(f"      {nb.stem} done in {dt:.0f} s (total {time.perf_counter() - start:.0f} s)")
+    # keep earlier timings of notebooks not run this time
+    path = out_dir / "timings.json"
+    old = {t["notebook"]: t for t in json.loads(path.read_text())} if path.is_file() else {}
+    old.update({t["notebook"]: t for t in timings})
+    atomic_write_text(path, json.dumps(sorted(old.values(), key=lambda t: t["notebook"]), indent=1))
+    return timings
+
+
+_REMOTE = re.compile(r"<script[^>]*\bsrc=[\"']https?://[^>]*>\s*</script>|<link[^>]*\bhref=[\"']https?://[^>]*>",
+                     re.I)
+
+
+def _offline(page: str) -> str:
+    """Drop every script or stylesheet the page would load from the network (MathJax, require.js)."""
+    return _REMOTE.sub("", page)
+
+
+def _title(nb) -> str:
+    for c in nb.cells:
+        if c.cell_type == "markdown":
+            m = re.search(r"^#\s+(.+)$", c.source, re.M)
+            if m:
+                return m.group(1).strip()
+    return "untitled"
+
+
+def _esc(v) -> str:
+    return html.escape(str(v))
+
+
+def claims_table(ledger: dict) -> str:
+    rows = []
+    for c in ledger.get("claims", []):
+        rows.append(f"<tr class='{_esc(c['verdict']).replace(' ', '-')}'><td>{_esc(c['id'])}</td>"
+                    f"<td>{_esc(c['claim'])}</td><td>{_esc(c['protocol'])}</td><td><b>{_esc(c['verdict'])}</b></td>"
+                    f"<td>{_esc(c['criterion'])}</td><td>{_esc(c['notebook'])}</td></tr>")
+    return ("<table id='claims'><thead><tr><th>id</th><th>claim</th><th>protocol</th><th>verdict</th>"
+            "<th>criterion</th><th>section</th></tr></thead><tbody>" + "\n".join(rows) + "</tbody></table>")
+
+
+def _inline_svg(path: Path) -> str:
+    svg = re.sub(r"^<\?xml[^>]*>\s*", "", path.read_text())
+    return re.sub(r"<svg\b", "<svg style='max-width:100%;height:auto'", svg, count=1)
+
+
+STYLE = """body{font-family:system-ui,sans-serif;max-width:1100px;margin:2em auto;padding:0 1em;line-height:1.45}
+table{border-collapse:collapse;font-size:.85em}td,th{border:1px solid #ccc;padding:.3em .5em;vertical-align:top}
+tr.reproduced td:nth-child(4),tr.yes td:nth-child(4){color:#1a7f37}tr.not-reproduced td:nth-child(4),
+tr.no td:nth-child(4){color:#b42318}tr.inconclusive td:nth-child(4){color:#9a6700}
+figure{display:inline-block;margin:.5em;max-width:48%;vertical-align:top}figcaption{font-size:.8em;color:#555}"""
+
+
+def render_html(scale: str, root: Path | None = None) -> Path:
+    """paper/<scale>/html/: one page per executed notebook and index.html. Returns the index path."""
+    import nbformat
+    from nbconvert import HTMLExporter
+
+    root = root or project_root()
+    pdir = root / "paper" / scale
+    out = pdir / "html"
+    out.mkdir(parents=True, exist_ok=True)
+    executed = [p for p in sorted(pdir.glob("[0-9][0-9]_*.ipynb"))]
+    if not executed:
+        raise FileNotFoundError(f"no executed notebooks in {pdir}: run `make paper SCALE={scale}` first")
+    exporter = HTMLExporter(template_name="lab")
+    sections = []
+    for p in executed:
+        nb = nbformat.read(p, as_version=4)
+        body, _ = exporter.from_notebook_node(nb)
+        atomic_write_text(out / f"{p.stem}.html", _offline(body))
+        sections.append((p.stem, _title(nb)))
+    ledger = json.loads((pdir / "claims.json").read_text()) if (pdir / "claims.json").is_file() else {"claims": []}
+    timings = json.loads((pdir / "timings.json").read_text()) if (pdir / "timings.json").is_file() else []
+    figs = sorted((root / "figures" / scale).glob("*.svg"))
+    fig_html = "".join(f"<figure>{_inline_svg(f)}<figcaption>{_esc(f.stem)}</figcaption></figure>" for f in figs)
+    secs = "".join(f"<li><a href='{_esc(s)}.html'>{_esc(t)}</a></li>" for s, t in sections)
+    tim = "".join(f"<tr><td>{_esc(t['notebook'])}</td><td>{t['seconds']:.0f}</td></tr>" for t in timings)
+    total = sum(t["seconds"] for t in timings)
+    claims_md = pdir / "claims.md"
+    page = f"""<!doctype html><html><head><meta charset='utf-8'><title>tiedlm — executable paper ({_esc(scale)})</title>
+<style>{STYLE}</style></head><body>
+<h1>Tied-depth language models, executed</h1>
+<p><i>The executable companion to paper A ("Tied-Depth Language Models: Depth Scaling, Free Early Exit, and a
+Fundamental Trade-off") and paper B ("Beyond Depth Truncation", the Depth Control Protocol), at the
+<b>{_esc(scale)}</b> scale.</i></p>
+<h2>Abstract</h2><p>{_esc(ABSTRACT)}</p>
+<h2>Sections</h2><ol>{secs}</ol>
+<h2>Claims ledger</h2><p>{len(ledger.get('claims', []))} verdicts from the sections
+{'(also as <a href="../claims.md">claims.md</a>)' if claims_md.is_file() else ''}.</p>
+{claims_table(ledger)}
+<h2>Figures</h2><div id='figures'>{fig_html}</div>
+<h2>Run times</h2>{f"<table id='timings'><tr><th>notebook</th><th>seconds</th></tr>{tim}<tr><td><b>total</b></td>"
+                    f"<td><b>{total:.0f}</b></td></tr></table>" if timings else
+                    "<p>No <code>make paper</code> run has been recorded at this scale yet.</p>"}
+</body></html>"""
+    return atomic_write_text(out / "index.html", page)
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m tiedlm_lib.paper", description="execute the notebooks and render "
+                                "the HTML paper")
+    p.add_argument("--scale", default="cpu", help="smoke | cpu | paper (default cpu)")
+    p.add_argument("--only", default="", help="comma-separated notebook names (default: all, in order)")
+    p.add_argument("--html-only", action="store_true", help="render the HTML from already executed notebooks")
+    a = p.parse_args(argv)
+    only = [s.strip() for s in a.only.split(",") if s.strip()] or None
+    try:
+        if not a.html_only:
+            execute(a.scale, only, log=lambda m: print(m, flush=True))
+        index = render_html(a.scale)
+    except (ValueError, FileNotFoundError, NotebookFailed) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 1
+    print(f"HTML paper: {index}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -113,3 +113,13 @@ def test_cache_keys_are_stable():
     assert experiment("v3", "cpu", overrides={"model.block": "residual"}).fingerprint() == "2ce047adf9d0"
     assert experiment("v6", "cpu").fingerprint() == "9a83a9ba270d"
     assert experiment("v3", "cpu", overrides={"data.split": "paper"}).fingerprint() != "3edf95536c35"
+
+
+def test_size_override_and_the_added_controls():
+    small = experiment("v10", "cpu", 0, {"size": "small"})
+    assert small.model.d_model == 64 and small.train.lr == 2e-3 and small.model.layout == "S S A*16 S S"
+    assert experiment("v14c", "cpu").model.layout == "S A*4 B*4 C*4 D*4 S"
+    assert experiment("v9c", "cpu").model.layout == "S*20"  # one layer per layer application of S S A*16 S S
+    with pytest.raises(ValueError, match="size must be 'small' or 'large'"):
+        experiment("v10", "cpu", 0, {"size": "huge"})
+    assert experiment("v10", "cpu", 0, {"size": "large"}).fingerprint() == experiment("v10", "cpu").fingerprint()

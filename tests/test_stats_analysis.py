@@ -76,3 +76,15 @@ def test_depth_grid_saturation_and_monotonicity():
     assert saturation_depth([1, 2, 3, 4], [0.0, 0.5, 0.96, 1.0]) == 3
     assert saturation_depth([1, 2, 3], [5.0, 3.0, 3.0]) == 2  # falling curves work too
     assert monotone_nonincreasing([3, 2.5, 2.505, 2]) and not monotone_nonincreasing([3, 2.5, 2.6])
+
+
+def test_seed_verdict_asks_every_seed_to_agree():
+    from tiedlm_lib.stats import Estimate, seed_verdict
+
+    below, above, straddle = Estimate(-0.1, -0.2, -0.05), Estimate(0.1, 0.05, 0.2), Estimate(0.0, -0.1, 0.1)
+    assert seed_verdict([below, below]) == "below 0"
+    assert seed_verdict([above, above, above]) == "above 0"
+    assert seed_verdict([below, straddle]) == "within noise"
+    assert seed_verdict([below, above]) == "within noise"
+    with pytest.raises(ValueError):
+        seed_verdict([])

@@ -105,3 +105,15 @@ def saturation_depth(depths: Sequence[int], values: Sequence[float], frac: float
         return depths[0]
     progress = (v - v[0]) / total
     return int(depths[int(np.argmax(progress >= frac))])
+
+
+def heldout_scores(run, bench=None, n_docs: int | None = None) -> dict[str, NLLStats]:
+    """A trained run's held-out NLLs: full-sequence (every held-out document once, masked and with pad) and, given a
+    suffix benchmark, its per-draw suffix NLL."""
+    from .benchmark import suffix_nll
+    from .evaluation import evaluate_nll
+
+    out = {"full": evaluate_nll(run.model, heldout(run.config, n_docs)())}
+    if bench is not None:
+        out["suffix"] = suffix_nll(run.model, bench)
+    return out

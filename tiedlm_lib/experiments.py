@@ -136,6 +136,10 @@ EXPERIMENTS: dict[str, tuple[str, str, Builder]] = {
     "v13": ("three loops", "§5.5; PROTOCOL §3.5", lambda s: ("large", f"S {_loops('ABC', s.K)} S", _long(s))),
     "v14": ("four loops, no closing standard layer", "§5.5; PROTOCOL §3.5",
             lambda s: ("large", f"S {_loops('ABCD', s.K)}", _long(s))),
+    "v14c": ("v14 with the closing standard layer restored (the confound the paper names)", "§5.5 (ours)",
+             lambda s: ("large", f"S {_loops('ABCD', s.K)} S", _long(s))),
+    "v9c": ("compute-matched vanilla: one distinct layer per layer application of the tied sandwich", "PROTOCOL "
+            "§6.6 (v18 analogue; ours)", lambda s: ("large", f"S*{s.K + 4}", _long(s))),
 }
 
 
@@ -172,6 +176,10 @@ def experiment(name: str, scale: str = "cpu", seed: int = 0, overrides: dict[str
     check_seed(seed)
     s = get_scale(scale)
     size_name, layout, train_kw = EXPERIMENTS[name][2](s)
+    overrides = dict(overrides or {})
+    size_name = overrides.pop("size", size_name)  # "small" | "large": the scale's size preset
+    if size_name not in ("small", "large"):
+        raise ValueError(f"size must be 'small' or 'large', got {size_name!r}")
     size: Size = getattr(s, size_name)
     model = ModelConfig(vocab_size=s.vocab_size, d_model=size.d_model, n_heads=size.n_heads, layout=layout,
                         max_seq_len=s.seq_len)

@@ -91,3 +91,15 @@ def interpolate(lo: NLLStats, hi: NLLStats, w: float) -> NLLStats:
     _check_paired(lo, hi)
     return NLLStats(lo.doc_index, (1 - w) * lo.sum_all + w * hi.sum_all, lo.n_all,
                     (1 - w) * lo.sum_real + w * hi.sum_real, lo.n_real)
+
+
+def seed_verdict(estimates: list[Estimate]) -> str:
+    """Turn one paired CI per seed into a verdict on the sign of a gap: "below 0" when every seed's CI lies below
+    0, "above 0" when every one lies above, "within noise" otherwise (including seeds that disagree)."""
+    if not estimates:
+        raise ValueError("seed_verdict needs at least one estimate")
+    if all(e.below_zero for e in estimates):
+        return "below 0"
+    if all(e.above_zero for e in estimates):
+        return "above 0"
+    return "within noise"

@@ -14,7 +14,7 @@ def test_every_experiment_builds_at_every_local_scale(name, scale):
     run = experiment(name, scale)
     s = SCALES[scale]
     total = sum(run.model.trained_depth.values())
-    assert total == (0 if name == "v9" else s.K)
+    assert total == (0 if name in ("v9", "v9c") else s.K)  # the vanilla stacks have no loop
     assert run.model.vocab_size == run.data.vocab_size == s.vocab_size
     assert TiedLM(run.model).num_params() > 0
 

@@ -366,7 +366,21 @@ def shift_targets(x: torch.Tensor) -> torch.Tensor:
     return torch.cat([x[:, 1:], torch.full_like(x[:, :1], PAD_ID)], dim=1)
 
 
-class BatchStream:
+class SeededStream:
+    """A batch stream driven by one ``random.Random``; its state goes into checkpoints so a resumed run sees the
+    same batches."""
+
+    rng: random.Random
+
+    def get_state(self):
+        return self.rng.getstate()
+
+    def set_state(self, state) -> None:
+        v, internal, gauss = state  # JSON turned the tuple into lists
+        self.rng.setstate((v, tuple(internal), gauss))
+
+
+class BatchStream(SeededStream):
     """The training batch stream: a seeded ``random.Random`` consumed in order, one uniform draw with replacement
     per row (the paper's sampler). Its state is saved in checkpoints so a resumed run sees the same batches.
 
@@ -396,13 +410,6 @@ class BatchStream:
         starts = [self.rng.randrange(len(self.stream) - self.seq_len - 1) for _ in range(self.batch_size)]
         w = torch.from_numpy(np.stack([self.stream[s: s + self.seq_len + 1] for s in starts]))
         return w[:, :-1].contiguous(), w[:, 1:].contiguous()
-
-    def get_state(self):
-        return self.rng.getstate()
-
-    def set_state(self, state) -> None:
-        v, internal, gauss = state
-        self.rng.setstate((v, tuple(internal), gauss))
 
 
 @dataclass

@@ -237,44 +237,33 @@ def bootstrap_terms(conds: dict[str, NLLStats], terms: Callable[[dict[str, np.nd
                         level) for t in point}
 
 
-def decomposition_terms(control: str = "repeat", kind: str = "affine"
-                        ) -> Callable[[dict[str, np.ndarray]], dict[str, np.ndarray]]:
-    """The DCP decomposition of the naive gap prefix(k_min) − prefix(k_max) (PROTOCOL §8), with ``control`` the
-    same-application-count schedule (paper B: repeat; for a single tied loop, frozen). Condition keys: prefix_min,
-    prefix_max, control_min, control_mid, cal_prefix_min, cal_prefix_max. The first three terms telescope to the
-    total; calibration is the part of the total that recalibrating the readout removes."""
+def _calibration_terms(total: np.ndarray, calibrated_gap: np.ndarray) -> dict[str, np.ndarray]:
+    """The part of a naive gap that recalibrating the readout removes, and its share of the gap."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return {"total": total, "calibrated gap": calibrated_gap, "calibration": total - calibrated_gap,
+                "calibration share": (total - calibrated_gap) / total}
 
-    def terms(v: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-        total = v["prefix_min"] - v["prefix_max"]
-        out = {
-            "total": total,
-            "application count": v["prefix_min"] - v["control_min"],
-            "distinct depth": v["control_min"] - v["control_mid"],
-            "block composition": v["control_mid"] - v["prefix_max"],
-            "calibrated gap": v["cal_prefix_min"] - v["cal_prefix_max"],
-        }
-        out["calibration"] = total - out["calibrated gap"]
-        with np.errstate(divide="ignore", invalid="ignore"):
-            out["calibration share"] = out["calibration"] / total
-        return out
 
-    return terms
+def decomposition_terms(v: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """The DCP decomposition of the naive gap prefix(k_min) − prefix(k_max) (PROTOCOL §8). Condition keys:
+    prefix_min, prefix_max, control_min, control_mid (the same-application-count schedule: paper B's repeat, or
+    frozen for a single tied loop), cal_prefix_min, cal_prefix_max. The first three terms telescope to the total;
+    calibration is the part of the total that recalibrating the readout removes."""
+    out = {"application count": v["prefix_min"] - v["control_min"],
+           "distinct depth": v["control_min"] - v["control_mid"],
+           "block composition": v["control_mid"] - v["prefix_max"]}
+    return {**_calibration_terms(v["prefix_min"] - v["prefix_max"], v["cal_prefix_min"] - v["cal_prefix_max"]),
+            **out}
 
 
 def readout_share(conditions: dict[tuple, Condition], k_min: int, k_max: int, kind: str = "affine",
                   n_boot: int = 5000, seed: int = 0) -> dict[str, Estimate]:
     """The naive prefix gap, the gap after recalibration, their difference and its share of the gap."""
-
-    def terms(v):
-        total = v["min"] - v["max"]
-        cal = v["cal_min"] - v["cal_max"]
-        with np.errstate(divide="ignore", invalid="ignore"):
-            return {"total": total, "calibrated gap": cal, "calibration": total - cal,
-                    "calibration share": (total - cal) / total}
-
     c_min, c_max = conditions["prefix", k_min], conditions["prefix", k_max]
     return bootstrap_terms({"min": c_min.raw, "max": c_max.raw, "cal_min": c_min.calibrated[kind],
-                            "cal_max": c_max.calibrated[kind]}, terms, n_boot, seed)
+                            "cal_max": c_max.calibrated[kind]},
+                           lambda v: _calibration_terms(v["min"] - v["max"], v["cal_min"] - v["cal_max"]),
+                           n_boot, seed)
 
 
 def decompose(conditions: dict[tuple, Condition], k_min: int, k_mid: int, k_max: int, control: str = "repeat",
@@ -288,4 +277,4 @@ def decompose(conditions: dict[tuple, Condition], k_min: int, k_mid: int, k_max:
              "control_min": conditions[control, k_min].raw, "control_mid": conditions[control, k_mid].raw,
              "cal_prefix_min": conditions["prefix", k_min].calibrated[kind],
              "cal_prefix_max": conditions["prefix", k_max].calibrated[kind]}
-    return bootstrap_terms(conds, decomposition_terms(control, kind), n_boot, seed)
+    return bootstrap_terms(conds, decomposition_terms, n_boot, seed)

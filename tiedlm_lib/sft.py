@@ -25,7 +25,7 @@ import numpy as np
 import torch
 
 from .benchmark import suffix_start
-from .data import PAD_ID
+from .data import PAD_ID, SeededStream
 
 IM_START, IM_END = 2, 3
 IGNORE = -100
@@ -115,7 +115,7 @@ def sft_data(run, corpus, split: str = "train") -> SFTData:
     return build(corpus.tokenizer, pairs, run.data.seq_len)
 
 
-class SFTStream:
+class SFTStream(SeededStream):
     """Batches of rendered conversations drawn with replacement by a seeded ``random.Random`` (resumable)."""
 
     def __init__(self, data: SFTData, batch_size: int, seed: int, loss: str):
@@ -129,13 +129,6 @@ class SFTStream:
         idx = [self.rng.randrange(len(self.data)) for _ in range(self.batch_size)]
         x = self.data.inputs[idx]
         return x, sft_targets(x, self.loss)
-
-    def get_state(self):
-        return self.rng.getstate()
-
-    def set_state(self, state) -> None:
-        v, internal, gauss = state
-        self.rng.setstate((v, tuple(internal), gauss))
 
 
 def pad_rate(ids: Sequence[int]) -> float:

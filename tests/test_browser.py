@@ -65,11 +65,22 @@ def test_section_pages_load_nothing_from_the_network(smoke_paper):
 
 def test_a_failing_notebook_names_itself_and_its_cell(tmp_path):
     """A notebook that raises stops the run with its name and the failing cell."""
+    import json
+
+    import nbformat
+
     from tiedlm_lib.paper import NotebookFailed
 
     (tmp_path / "notebooks").mkdir()
     src = ROOT / "notebooks" / "11_claims.ipynb"
     text = src.read_text().replace("rep = Report(", "raise RuntimeError('boom')\\nrep = Report(", 1)
     (tmp_path / "notebooks" / "99_broken.ipynb").write_text(text)
+    ok = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("scale = 'cpu'", metadata={"tags": ["parameters"]}),
+                                         nbformat.v4.new_code_cell("assert scale == 'smoke'")])
+    ok.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    nbformat.write(ok, tmp_path / "notebooks" / "98_fine.ipynb")
     with pytest.raises(NotebookFailed, match=r"99_broken failed in cell \d+ .*RuntimeError: boom"):
         execute("smoke", root=tmp_path, log=lambda m: None)
+    # the notebook that finished keeps its wall time although the run failed after it
+    timings = json.loads((tmp_path / "paper" / "smoke" / "timings.json").read_text())
+    assert [t["notebook"] for t in timings] == ["98_fine"] and timings[0]["seconds"] > 0

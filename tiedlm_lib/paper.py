@@ -76,13 +76,16 @@ def execute(scale: str, only: list[str] | None = None, root: Path | None = None,
                                  f"{e.ename}: {e.evalue} — the partial notebook is {out_dir / nb.name}") from None
         dt = time.perf_counter() - t0
         timings.append({"notebook": nb.stem, "seconds": round(dt, 1)})
+        _record_timing(out_dir / "timings.json", timings[-1])  # after each notebook: a later failure keeps it
         log(f"      {nb.stem} done in {dt:.0f} s (total {time.perf_counter() - start:.0f} s)")
-    # keep earlier timings of notebooks not run this time
-    path = out_dir / "timings.json"
-    old = {t["notebook"]: t for t in json.loads(path.read_text())} if path.is_file() else {}
-    old.update({t["notebook"]: t for t in timings})
-    atomic_write_text(path, json.dumps(sorted(old.values(), key=lambda t: t["notebook"]), indent=1))
     return timings
+
+
+def _record_timing(path: Path, timing: dict) -> None:
+    """Merge one notebook's wall time into timings.json, keeping the other notebooks' earlier times."""
+    old = {t["notebook"]: t for t in json.loads(path.read_text())} if path.is_file() else {}
+    old[timing["notebook"]] = timing
+    atomic_write_text(path, json.dumps(sorted(old.values(), key=lambda t: t["notebook"]), indent=1))
 
 
 _REMOTE = re.compile(r"<script[^>]*\bsrc=[\"']https?://[^>]*>\s*</script>|<link[^>]*\bhref=[\"']https?://[^>]*>",

@@ -4,11 +4,13 @@ from the network."""
 
 from __future__ import annotations
 
+import json
 import re
 import shutil
 import subprocess
 from pathlib import Path
 
+import nbformat
 import pytest
 
 from tiedlm_lib.paper import execute, render_html
@@ -65,10 +67,6 @@ def test_section_pages_load_nothing_from_the_network(smoke_paper):
 
 def test_a_failing_notebook_names_itself_and_its_cell(tmp_path):
     """A notebook that raises stops the run with its name and the failing cell."""
-    import json
-
-    import nbformat
-
     from tiedlm_lib.paper import NotebookFailed
 
     (tmp_path / "notebooks").mkdir()

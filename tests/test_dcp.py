@@ -224,10 +224,6 @@ def test_sampled_depth_training_draws_depths_reproducibly_and_starts_from_given_
     assert base.final_loss > 0
 
 
-def test_experiment_fingerprints_ignore_the_new_neutral_defaults():
-    assert experiment("v3", "cpu").fingerprint() == "3edf95536c35"
-
-
 # ---------------------------------------------------------------------------------------------------- probe
 def test_pearson_ci_matches_numpy_and_resamples_groups():
     rng = np.random.default_rng(0)

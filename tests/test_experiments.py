@@ -1,3 +1,4 @@
+import dataclasses
 import json
 import time
 
@@ -5,7 +6,8 @@ import pytest
 
 from tiedlm_lib import EXPERIMENTS, SCALES, TiedLM, experiment, get_run
 from tiedlm_lib.__main__ import main
-from tiedlm_lib.experiments import run_dir, split_iters
+from tiedlm_lib.checkpoint import save_model
+from tiedlm_lib.experiments import StaleRunError, run_dir, split_iters
 
 
 @pytest.mark.parametrize("scale", ["smoke", "cpu"])
@@ -107,12 +109,48 @@ def test_cli_train_eval_and_errors(tmp_path, capsys):
 
 
 def test_cache_keys_are_stable():
-    """The runs cache is keyed by a config hash: these are the hashes of runs committed results came from. A change
-    here invalidates every cached run — make it deliberately (and say so), never by accident."""
-    assert experiment("v3", "cpu").fingerprint() == "3edf95536c35"
-    assert experiment("v3", "cpu", overrides={"model.block": "residual"}).fingerprint() == "2ce047adf9d0"
-    assert experiment("v6", "cpu").fingerprint() == "9a83a9ba270d"
-    assert experiment("v3", "cpu", overrides={"data.split": "paper"}).fingerprint() != "3edf95536c35"
+    """The runs cache is keyed by a config hash. A change here invalidates every cached run — make it deliberately
+    (and say so), never by accident. (Changed once, deliberately, when the hash became the non-default fields.)"""
+    assert experiment("v3", "cpu").fingerprint() == "0d88ba255076"
+    assert experiment("v3", "cpu", overrides={"model.block": "residual"}).fingerprint() == "f4b9b20e4ab9"
+    assert experiment("v6", "cpu").fingerprint() == "b28017627668"
+    assert experiment("v3", "cpu", overrides={"data.split": "paper"}).fingerprint() != "0d88ba255076"
+
+
+def _with_new_field(cfg, section: str, value=None):
+    """``cfg`` as if its ``section`` dataclass had gained a field ``new_option`` (default 0) since it was cached."""
+    old = getattr(cfg, section)
+    grown = dataclasses.make_dataclass(type(old).__name__, [("new_option", int, 0)], bases=(type(old),), frozen=True)
+    kw = {f.name: getattr(old, f.name) for f in dataclasses.fields(old)}
+    return dataclasses.replace(cfg, **{section: grown(**kw, **({} if value is None else {"new_option": value}))})
+
+
+@pytest.mark.parametrize("section", ["model", "train", "data"])
+def test_a_new_field_with_a_default_keeps_every_key_and_a_set_one_changes_it(section):
+    for name in ("v3", "v4", "v9", "v13"):
+        cfg = experiment(name, "cpu")
+        assert _with_new_field(cfg, section).fingerprint() == cfg.fingerprint()  # no silent invalidation
+        assert _with_new_field(cfg, section, 0).fingerprint() == cfg.fingerprint()  # the default, set explicitly
+        assert _with_new_field(cfg, section, 3).fingerprint() != cfg.fingerprint()  # no wrong reuse
+
+
+def test_a_changed_default_is_caught_instead_of_reusing_the_old_entry(tmp_path):
+    """An entry trained when train.clip defaulted to 0.5 hashes like today's default config (clip 1.0 is left out of
+    the hash as a default); its stored config.json gives it away, and the cache refuses it by name."""
+    cfg = experiment("v3", "smoke")
+    path = run_dir(cfg, tmp_path)
+    path.mkdir(parents=True)
+    stored = cfg.to_dict()
+    stored["train"]["clip"] = 0.5
+    del stored["data"]["conversations"]  # a field the entry predates is no difference (it holds its default)
+    (path / "config.json").write_text(json.dumps(stored))
+    (path / "result.json").write_text("{}")
+    save_model(path / "model.safetensors", TiedLM(cfg.model), cfg)
+    with pytest.raises(StaleRunError, match=r"train.clip: checkpoint 0.5 vs requested 1.0.*a default changed"):
+        get_run(cfg, root=tmp_path, train_if_missing=False)
+    stored["train"]["clip"] = 1.0
+    (path / "config.json").write_text(json.dumps(stored))
+    assert not get_run(cfg, root=tmp_path, train_if_missing=False).fresh
 
 
 def test_size_override_and_the_added_controls():

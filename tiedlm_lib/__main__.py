@@ -62,8 +62,8 @@ def cmd_list(args) -> None:
     from .experiments import EXPERIMENTS, SCALES
 
     print("experiments:")
-    for name, (desc, ref, _) in EXPERIMENTS.items():
-        print(f"  {name:5s} {desc}  [{ref}]")
+    for name, e in EXPERIMENTS.items():
+        print(f"  {name:5s} {e.description}  [{e.reference}]")
     print("scales:")
     for s in SCALES.values():
         print(f"  {s.name:6s} small d{s.small.d_model}/{s.small.n_heads}h, large d{s.large.d_model}/{s.large.n_heads}h,"

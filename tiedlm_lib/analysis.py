@@ -13,7 +13,7 @@ import torch
 from .config import DataConfig, RunConfig
 from .data import PAD_ID, Corpus, EvalBatch, eval_batches, prepare_corpus
 from .evaluation import DepthStats, NLLStats, exit_nll, maxprob_exit
-from .model import TiedLM
+from .model import TiedLM, eval_mode
 from .stats import Estimate, interpolate, paired_diff, value
 
 
@@ -44,17 +44,17 @@ def state_norms(model: TiedLM, batches: Sequence[EvalBatch] | Iterator[EvalBatch
     ‖z_{i+1} − z_i‖/‖z_0‖, over real (non-pad) input positions."""
     sums: dict[str, dict[str, np.ndarray]] = {}
     count = 0
-    model.eval()
-    for b in batches:
-        real = (b.inputs != PAD_ID).float()
-        _, trace = model.run(b.inputs, depth=depth)
-        for name, lt in trace.loops.items():
-            n = lt.state_norm  # (I+1, B, T)
-            s = sums.setdefault(name, {"norm": 0.0, "ratio": 0.0, "residual": 0.0})
-            s["norm"] = s["norm"] + (n * real).sum((1, 2)).numpy()
-            s["ratio"] = s["ratio"] + (n / n[:1].clamp_min(1e-12) * real).sum((1, 2)).numpy()
-            s["residual"] = s["residual"] + (lt.rel_residual * real).sum((1, 2)).numpy()
-        count += real.sum().item()
+    with eval_mode(model):
+        for b in batches:
+            real = (b.inputs != PAD_ID).float()
+            _, trace = model.run(b.inputs, depth=depth)
+            for name, lt in trace.loops.items():
+                n = lt.state_norm  # (I+1, B, T)
+                s = sums.setdefault(name, {"norm": 0.0, "ratio": 0.0, "residual": 0.0})
+                s["norm"] = s["norm"] + (n * real).sum((1, 2)).numpy()
+                s["ratio"] = s["ratio"] + (n / n[:1].clamp_min(1e-12) * real).sum((1, 2)).numpy()
+                s["residual"] = s["residual"] + (lt.rel_residual * real).sum((1, 2)).numpy()
+            count += real.sum().item()
     return {name: {k: (v / count).tolist() for k, v in s.items()} for name, s in sums.items()}
 
 

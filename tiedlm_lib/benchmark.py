@@ -20,6 +20,7 @@ import torch
 from .config import RunConfig
 from .data import PAD_ID, TokenDocs, pad_batch, shift_targets
 from .evaluation import NLLStats, token_ce
+from .model import eval_mode
 
 SOURCES = ("heldout", "train-overlap")
 
@@ -77,14 +78,12 @@ def suffix_nll(model, bench: SuffixBenchmark, batch_size: int = 16, depth: int |
                device: str | torch.device = "cpu") -> NLLStats:
     """Per-draw CE sums over the suffix targets: with pad (all targets) and real (non-pad). Draw i is "document" i,
     so two models scored on one benchmark are paired draw by draw."""
-    was = model.training
-    model.eval()
-    ce_parts = []
-    for i in range(0, len(bench.inputs), batch_size):
-        x = bench.inputs[i:i + batch_size].to(device)
-        logits = model(x, depth=depth)[:, bench.start:-1]
-        ce_parts.append(token_ce(logits, shift_targets(x)[:, bench.start:-1]).cpu().numpy())
-    model.train(was)
+    with eval_mode(model):
+        ce_parts = []
+        for i in range(0, len(bench.inputs), batch_size):
+            x = bench.inputs[i:i + batch_size].to(device)
+            logits = model(x, depth=depth)[:, bench.start:-1]
+            ce_parts.append(token_ce(logits, shift_targets(x)[:, bench.start:-1]).cpu().numpy())
     ce = np.concatenate(ce_parts)
     real = (bench.targets != PAD_ID).numpy()
     return NLLStats.from_positions(ce, real, np.arange(len(ce)))

@@ -32,8 +32,19 @@ def _diff(a: Any, b: Any, prefix: str = "") -> list[str]:
     return [] if a == b else [f"{prefix[:-1]}: checkpoint {a!r} vs requested {b!r}"]
 
 
-def config_diff(saved: dict, wanted: dict, ignore: tuple[str, ...] = ()) -> list[str]:
+def _restrict(wanted: Any, saved: Any) -> Any:
+    """``wanted`` with only the keys that ``saved`` has (recursively)."""
+    if isinstance(wanted, dict) and isinstance(saved, dict):
+        return {k: _restrict(v, saved[k]) for k, v in wanted.items() if k in saved}
+    return wanted
+
+
+def config_diff(saved: dict, wanted: dict, ignore: tuple[str, ...] = (), missing_ok: bool = False) -> list[str]:
+    """Differences between a saved and a wanted config dict, by dotted key. ``missing_ok``: a key the saved dict
+    lacks (a field added since it was written, hence at its default when the fingerprints agree) is no difference."""
     saved, wanted = json.loads(json.dumps(saved)), json.loads(json.dumps(wanted))
+    if missing_ok:
+        wanted = _restrict(wanted, saved)
     return [d for d in _diff(saved, wanted) if not d.split(":")[0].startswith(ignore)]
 
 

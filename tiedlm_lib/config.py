@@ -9,21 +9,10 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
+from .backprop import Backprop
 from .layout import parse_layout
 
 BLOCK_FORMS = ("paper", "residual")
-BACKPROP_MODES = ("full", "phantom", "phantom-last", "truncated:<n>", "checkpoint")
-
-
-def parse_backprop(spec: str) -> tuple[str, int]:
-    """("full"|"phantom"|"checkpoint", 0), or ("truncated", n) for "truncated:n" and "phantom-last" (= truncated:1)."""
-    if spec in ("full", "phantom", "checkpoint"):
-        return spec, 0
-    if spec == "phantom-last":
-        return "truncated", 1
-    if isinstance(spec, str) and spec.startswith("truncated:") and spec[10:].isdigit() and int(spec[10:]) > 0:
-        return "truncated", int(spec[10:])
-    raise ValueError(f"TrainConfig.backprop must be one of {BACKPROP_MODES} (n a positive integer), got {spec!r}")
 PAD_TARGETS = ("ignore", "include")
 SCHEDULES = ("cosine", "constant")
 BATCH_MODES = ("padded", "packed")
@@ -108,7 +97,7 @@ class TrainConfig:
     # "full": exact BPTT through every iteration; "phantom": the paper's one-step phantom gradient at the loop input
     # (PROTOCOL §4.4); "phantom-last": the standard one-step form at the last state; "truncated:n": gradient through
     # the last n iterations; "checkpoint": exact gradients, activations recomputed per iteration (memory near
-    # phantom's). See TiedLM.loop_states for how the bottom stack gets its gradient in each.
+    # phantom's). See tiedlm_lib.backprop for how the bottom stack gets its gradient in each.
     backprop: str = "full"
     # Supervision: None trains at the model's trained depth only; a tuple of depths trains the weighted mean of the
     # CE at each (the paper's multi-depth: (1, 2, 4, 8, 16, 30), equal weights).
@@ -144,7 +133,7 @@ class TrainConfig:
         _check(self.clip > 0 and math.isfinite(self.clip), f"TrainConfig.clip must be > 0, got {self.clip!r}")
         _check(self.weight_decay >= 0, f"TrainConfig.weight_decay must be >= 0, got {self.weight_decay!r}")
         _choice(self, "schedule", SCHEDULES)
-        parse_backprop(self.backprop)
+        Backprop.parse(self.backprop)  # raises on an unknown mode
         _choice(self, "pad_targets", PAD_TARGETS)
         _choice(self, "depth_sampling", ("fixed", "uniform"))
         _check(self.depth_sampling == "fixed" or (self.depths is None and self.backprop == "full"),
@@ -207,11 +196,20 @@ class DataConfig:
             _positive_int(self, "max_docs")
 
 
-# (section, field) -> default of options added after the first runs were cached; see RunConfig.fingerprint.
-NEUTRAL_DEFAULTS: dict[tuple[str, str], Any] = {("train", "compile"): False, ("data", "split"): "document",
-                                                ("train", "depth_sampling"): "fixed", ("train", "init_from"): None,
-                                                ("data", "task"): "lm", ("data", "sft_loss"): "paper",
-                                                ("data", "conversations"): None}
+# Fields that label or pace a run without changing its weights: left out of the fingerprint whatever their value.
+LABELS = ("name", "scale", "train.log_every", "train.checkpoint_every")
+
+
+def non_defaults(obj: Any) -> dict[str, Any]:
+    """The fields of a config dataclass whose value differs from the field's declared default."""
+    out = {}
+    for f in dataclasses.fields(obj):
+        default = f.default if f.default is not dataclasses.MISSING else (
+            f.default_factory() if f.default_factory is not dataclasses.MISSING else dataclasses.MISSING)
+        value = getattr(obj, f.name)
+        if value != default:
+            out[f.name] = dataclasses.asdict(value) if dataclasses.is_dataclass(value) else value
+    return out
 
 
 @dataclass(frozen=True)
@@ -240,17 +238,20 @@ class RunConfig:
                    train=TrainConfig(**d["train"]), data=DataConfig(**d["data"]))
 
     def fingerprint(self) -> str:
-        """A short hash of everything that changes the trained weights (the name and scale are labels only).
+        """A short hash of everything that changes the trained weights: every field that differs from its declared
+        default (labels such as the name, scale and logging cadence left out).
 
-        Options added after runs were cached are left out while they hold their default (``NEUTRAL_DEFAULTS``), so a
-        new option does not invalidate the runs cache; an option whose default changes must leave that table."""
-        d = self.to_dict()
-        d.pop("name")
-        d.pop("scale")
-        for k in ("log_every", "checkpoint_every"):
-            d["train"].pop(k)
-        for (section, key), default in NEUTRAL_DEFAULTS.items():
-            if d[section].get(key) == default:
-                d[section].pop(key)
+        Derived, not listed: a field added later with a default leaves every existing fingerprint as it was, and
+        setting it to another value changes the fingerprint. A changed *default* would make an old entry hash like
+        the new default; the runs cache catches that by comparing the entry's stored config (``runs.check_entry``)."""
+        d = {section: non_defaults(getattr(self, section)) for section in ("model", "train", "data")}
+        for label in LABELS:
+            section, _, key = label.partition(".")
+            if key:
+                d[section].pop(key, None)
         blob = json.dumps(d, sort_keys=True, default=list)
         return hashlib.sha256(blob.encode()).hexdigest()[:12]
+
+    def cache_name(self) -> str:
+        """The run's folder name in the runs cache: ``<name>-s<seed>-<fingerprint>``."""
+        return f"{self.name}-s{self.train.seed}-{self.fingerprint()}"

@@ -22,6 +22,7 @@ import torch.nn.functional as F
 
 from .data import PAD_ID, EvalBatch
 from .evaluation import NLLStats
+from .model import eval_mode
 from .schedules import Plan, plan, run_plan
 from .stats import Estimate, bootstrap_indices, replicates, value
 
@@ -53,16 +54,14 @@ class Readout:
 @torch.no_grad()
 def collect(model, batches: Iterable[EvalBatch], p: Plan, device: str | torch.device = "cpu") -> Readout:
     """Run plan ``p`` over the batches and keep the readout input at every real target."""
-    was = model.training
-    model.eval()
-    hs, ys, docs = [], [], []
-    for b in batches:
-        h = run_plan(model, b.inputs.to(device), p).float().cpu()
-        real = b.targets != PAD_ID
-        hs.append(h[real])
-        ys.append(b.targets[real])
-        docs.append(b.doc_index[:, None].expand_as(real)[real].numpy())
-    model.train(was)
+    with eval_mode(model):
+        hs, ys, docs = [], [], []
+        for b in batches:
+            h = run_plan(model, b.inputs.to(device), p).float().cpu()
+            real = b.targets != PAD_ID
+            hs.append(h[real])
+            ys.append(b.targets[real])
+            docs.append(b.doc_index[:, None].expand_as(real)[real].numpy())
     if not hs:
         raise ValueError("no evaluation batches were given")
     doc = np.concatenate(docs)

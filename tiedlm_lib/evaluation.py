@@ -15,7 +15,7 @@ import torch
 import torch.nn.functional as F
 
 from .data import PAD_ID, EvalBatch
-from .model import TiedLM
+from .model import TiedLM, eval_mode
 
 FALLBACKS = ("paper", "final")
 
@@ -85,23 +85,21 @@ class DepthStats:
 def depth_stats(model: TiedLM, batches: Iterable[EvalBatch], depths: Sequence[int],
                 device: str | torch.device = "cpu") -> DepthStats:
     """One forward per batch reads out every requested depth (loop iterations shared where the layout allows)."""
-    was_training = model.training
-    model.eval()
-    depths = sorted(set(depths))
-    ce, mp, real, docs, bidx = [], [], [], [], []
-    for b, batch in enumerate(batches):
-        x, y = batch.inputs.to(device), batch.targets.to(device)
-        c_b, m_b = [], []
-        for _, logits in model.iter_depths(x, depths):
-            logits = logits.float()
-            c_b.append(token_ce(logits, y).cpu())
-            m_b.append(logits.softmax(-1).amax(-1).cpu())
-        ce.append(torch.stack(c_b))
-        mp.append(torch.stack(m_b))
-        real.append(batch.targets != PAD_ID)
-        docs.append(batch.doc_index)
-        bidx.append(torch.full((len(x),), b))
-    model.train(was_training)
+    with eval_mode(model):
+        depths = sorted(set(depths))
+        ce, mp, real, docs, bidx = [], [], [], [], []
+        for b, batch in enumerate(batches):
+            x, y = batch.inputs.to(device), batch.targets.to(device)
+            c_b, m_b = [], []
+            for _, logits in model.iter_depths(x, depths):
+                logits = logits.float()
+                c_b.append(token_ce(logits, y).cpu())
+                m_b.append(logits.softmax(-1).amax(-1).cpu())
+            ce.append(torch.stack(c_b))
+            mp.append(torch.stack(m_b))
+            real.append(batch.targets != PAD_ID)
+            docs.append(batch.doc_index)
+            bidx.append(torch.full((len(x),), b))
     if not ce:
         raise ValueError("no evaluation batches were given")
     return DepthStats(depths, torch.cat(ce, 1).numpy(), torch.cat(mp, 1).numpy(), torch.cat(real).numpy(),
@@ -112,13 +110,11 @@ def depth_stats(model: TiedLM, batches: Iterable[EvalBatch], depths: Sequence[in
 def evaluate_nll(model: TiedLM, batches: Iterable[EvalBatch], depth: int | None = None,
                  device: str | torch.device = "cpu") -> NLLStats:
     """NLL at one depth (None: the trained depth; any layout, looped or not)."""
-    was_training = model.training
-    model.eval()
-    parts = []
-    for batch in batches:
-        ce = token_ce(model(batch.inputs.to(device), depth=depth).float(), batch.targets.to(device)).cpu().numpy()
-        parts.append(NLLStats.from_positions(ce, (batch.targets != PAD_ID).numpy(), batch.doc_index.numpy()))
-    model.train(was_training)
+    with eval_mode(model):
+        parts = []
+        for batch in batches:
+            ce = token_ce(model(batch.inputs.to(device), depth=depth).float(), batch.targets.to(device)).cpu().numpy()
+            parts.append(NLLStats.from_positions(ce, (batch.targets != PAD_ID).numpy(), batch.doc_index.numpy()))
     if not parts:
         raise ValueError("no evaluation batches were given")
     return NLLStats(*(np.concatenate([getattr(p, f) for p in parts]) for f in

@@ -19,6 +19,8 @@ from dataclasses import dataclass
 
 import torch
 
+from .model import eval_mode
+
 PENALTIES = ("paper", "ctrl")
 
 
@@ -93,27 +95,25 @@ def generate(model, prompt: Sequence[int], cfg: SamplingConfig = SamplingConfig(
     limit = model.config.max_seq_len
     if len(prompt) + cfg.max_new > limit:
         raise ValueError(f"prompt of {len(prompt)} tokens + max_new {cfg.max_new} exceeds max_seq_len {limit}")
-    was = model.training
-    model.eval()
-    g = torch.Generator().manual_seed(seed)
-    window = prompt[-cfg.penalty_window:] if cfg.penalty_window else []
-    seq, new = list(prompt), []
-    cache: dict = {}
-    logits = None
-    for _ in range(cfg.max_new):
-        if use_cache:
-            if logits is None:
-                logits = model.forward_cached(torch.tensor([seq]), cache, 0, depth)[0, -1]
+    with eval_mode(model):
+        g = torch.Generator().manual_seed(seed)
+        window = prompt[-cfg.penalty_window:] if cfg.penalty_window else []
+        seq, new = list(prompt), []
+        cache: dict = {}
+        logits = None
+        for _ in range(cfg.max_new):
+            if use_cache:
+                if logits is None:
+                    logits = model.forward_cached(torch.tensor([seq]), cache, 0, depth)[0, -1]
+                else:
+                    logits = model.forward_cached(torch.tensor([[seq[-1]]]), cache, len(seq) - 1, depth)[0, -1]
             else:
-                logits = model.forward_cached(torch.tensor([[seq[-1]]]), cache, len(seq) - 1, depth)[0, -1]
-        else:
-            logits = model(torch.tensor([seq]), depth=depth)[0, -1]  # the original: the whole sequence each step
-        tok = next_token(logits, window + new, cfg, g)
-        seq.append(tok)
-        new.append(tok)
-        if tok in stop:
-            break
-    model.train(was)
+                logits = model(torch.tensor([seq]), depth=depth)[0, -1]  # the original: the whole sequence each step
+            tok = next_token(logits, window + new, cfg, g)
+            seq.append(tok)
+            new.append(tok)
+            if tok in stop:
+                break
     return new
 
 

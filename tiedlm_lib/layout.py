@@ -63,3 +63,12 @@ def parse_layout(layout: str) -> list[Segment]:
 
 def loop_names(layout: str) -> list[str]:
     return [s.name for s in parse_layout(layout) if s.kind == "loop"]
+
+
+def split_segments(segments: list[Segment]) -> tuple[list[Segment], list[Segment], list[Segment]]:
+    """(prelude, core, coda): the layers before the first loop, the first loop to the last (bridges included), and
+    the layers after the last loop. A dense layout is all core (paper B's negative control rearranges its layers)."""
+    loops = [i for i, s in enumerate(segments) if s.kind == "loop"]
+    if not loops:
+        return [], list(segments), []
+    return segments[:loops[0]], segments[loops[0]:loops[-1] + 1], segments[loops[-1] + 1:]

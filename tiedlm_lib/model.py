@@ -16,15 +16,16 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
-import torch.utils.checkpoint
 
-from .config import ModelConfig, parse_backprop
-from .layout import Segment, parse_layout
+from .backprop import loop_states as backprop_states
+from .config import ModelConfig
+from .layout import Segment, parse_layout, split_segments
 
 
 class Attention(nn.Module):
@@ -144,6 +145,17 @@ class Trace:
     loops: dict[str, LoopTrace] = field(default_factory=dict)
 
 
+@contextmanager
+def eval_mode(model: nn.Module) -> Iterator[nn.Module]:
+    """Evaluation mode inside the block, the caller's mode restored afterwards, also when the block raises."""
+    was = model.training
+    model.eval()
+    try:
+        yield model
+    finally:
+        model.train(was)
+
+
 class TiedLM(nn.Module):
     """A language model whose stack is given by a layout string (see ``tiedlm_lib.layout``).
 
@@ -152,10 +164,15 @@ class TiedLM(nn.Module):
     bottom runs once, the loop runs to max(depths), the top stack reads out each requested depth); with several
     loops each depth is its own pass after the shared bottom.
 
-    ``backprop="checkpoint"`` gives the exact gradient of ``"full"`` while storing only each iteration's input.
-    ``backprop="phantom"`` is the paper's phantom gradient (PROTOCOL §4.4): the loop runs without gradient from its
-    input h, one step z₁ = h + α·f(h) is taken with gradient, and the output z* + (z₁ − stopgrad(z₁)) has the forward
-    value of z* and the gradient of that first step at the loop *input*.
+    Every path (training, depth sweeps, cached generation, paper B's schedules) walks the stack through the same
+    public pieces, so the block order and the readout live in one place:
+
+        embed(tokens, start) ─ prelude ─ core (loops, bridges) ─ coda ─ readout = head(head_input)
+
+    ``apply`` is one block application with its KV-cache slot (block, iteration); ``loop`` runs a loop's iterations
+    start..stop−1, so a caller can stop every loop at depth d, read out, and later continue the same positions from
+    iteration d. How the gradient flows through a loop (full, checkpointed, phantom, truncated) is the ``backprop``
+    module's business; the model only names the mode.
     """
 
     def __init__(self, config: ModelConfig):
@@ -163,6 +180,7 @@ class TiedLM(nn.Module):
         self.config = config
         d = config.d_model
         self.segments: list[Segment] = parse_layout(config.layout)
+        self.prelude_segments, self.core_segments, self.coda_segments = split_segments(self.segments)
         self.tok_emb = nn.Embedding(config.vocab_size, d)
         self.pos_emb = nn.Embedding(config.max_seq_len + config.extra_pos_rows, d)
         self.ln_emb = nn.LayerNorm(d, eps=config.ln_eps)
@@ -196,109 +214,81 @@ class TiedLM(nn.Module):
                 "outer LayerNorms": n([self.ln_emb, self.ln_f]), "head": n([self.head]),
                 "standard blocks": n(std), "tied blocks": n(tied)}
 
-    # ------------------------------------------------------------------ pieces
-    def embed(self, tokens: torch.Tensor) -> torch.Tensor:
-        if tokens.dim() != 2:
-            raise ValueError(f"tokens must have shape (batch, seq_len), got {tuple(tokens.shape)}")
-        T = tokens.shape[1]
-        if T > self.config.max_seq_len:
-            raise ValueError(f"sequence length {T} exceeds max_seq_len {self.config.max_seq_len}")
-        pos = torch.arange(T, device=tokens.device)
-        return self.ln_emb(self.tok_emb(tokens) + self.pos_emb(pos))  # (B, T, d)
-
-    def readout(self, z: torch.Tensor) -> torch.Tensor:
-        return self.head(self.ln_f(z))  # (B, T, V)
-
     def _check_depth(self, k: int) -> None:
         if not self.loop_names:
             raise ValueError(f"layout {self.config.layout!r} has no tied loop, so 'depth' does not apply; pass None")
         if not isinstance(k, int) or isinstance(k, bool) or k <= 0:
             raise ValueError(f"depth must be a positive integer (number of loop applications), got {k!r}")
 
-    def loop_states(
-        self, name: str, h: torch.Tensor, depths: Sequence[int], backprop: str = "full", trace: list | None = None
-    ) -> Iterator[tuple[int, torch.Tensor]]:
-        """Run loop ``name`` from input h to max(depths), yielding (k, z_k) at each requested k in increasing order.
+    # ------------------------------------------------------------------ pieces
+    def embed(self, tokens: torch.Tensor, start: int = 0) -> torch.Tensor:
+        """E[x] + P[start + t], normalised: (B, T) token ids at positions start.. → (B, T, d)."""
+        if tokens.dim() != 2:
+            raise ValueError(f"tokens must have shape (batch, seq_len), got {tuple(tokens.shape)}")
+        T, V = tokens.shape[1], self.config.vocab_size
+        if start + T > self.config.max_seq_len:
+            what = f"sequence length {T}" if start == 0 else f"positions {start}..{start + T - 1}"
+            raise ValueError(f"{what} exceeds max_seq_len {self.config.max_seq_len}")
+        bad = (tokens < 0) | (tokens >= V)
+        if bad.any():  # caught here: on a GPU the embedding lookup would fail as a device-side assert
+            raise ValueError(f"token id {int(tokens[bad][0])} is outside the vocabulary [0, {V}) "
+                             f"(vocab_size {V}; {int(bad.sum())} such ids in the batch)")
+        pos = torch.arange(start, start + T, device=tokens.device)
+        return self.ln_emb(self.tok_emb(tokens) + self.pos_emb(pos))
 
-        The forward value is always the k-fold application; the backprop mode decides the gradient:
+    def apply(self, z: torch.Tensor, name: str, i: int = 0, cache: dict | None = None) -> torch.Tensor:
+        """One application of block ``name`` (iteration i of a loop; 0 for a standard layer). A generation cache
+        holds one KV slot per application, keyed (name, i): iteration i attends to what iteration i wrote before."""
+        return self.blocks[name](z, None if cache is None else cache.setdefault((name, i), []))
 
-        * ``full``: exact, through every iteration; ``checkpoint``: the same gradient, storing only iteration inputs;
-        * ``phantom`` (the paper's form): the gradient of the *first* step, taken at the loop input h, attached to z_k
-          by a straight-through estimator; the bottom stack gets it through (I + α·∂f/∂h);
-        * ``truncated:n``: the gradient through the last n iterations only, from the detached state z_{k-n};
-          ``phantom-last`` is truncated:1, the standard one-step phantom gradient at the last state. The bottom stack
-          gets its gradient by a straight-through identity in place of the truncated iterations' Jacobian
-          (dz_k/dh ≈ I). When n >= k nothing is truncated and the gradient is exact.
+    def prelude(self, z: torch.Tensor, cache: dict | None = None) -> torch.Tensor:
+        """The layers before the first loop."""
+        for s in self.prelude_segments:
+            z = self.apply(z, s.name, 0, cache)
+        return z
 
-        ``trace``, if given, receives the per-iteration states (detached) for diagnostics."""
-        mode, n = parse_backprop(backprop)
-        block = self.blocks[name]
-        wanted = sorted(set(depths))
-        z = h
-        if trace is not None:
-            trace.append(h.detach())
-        if mode == "truncated" and torch.is_grad_enabled():
-            yield from self._truncated(block, h, wanted, n, trace)
-            return
-        if backprop == "phantom" and torch.is_grad_enabled():
-            z1 = block(h)  # the one step with gradient, taken at the loop input (paper form)
-            st = z1 - z1.detach()  # zero in value, carries the gradient of z1
-            for i in range(1, wanted[-1] + 1):
-                # no_grad per step, never around a yield: a suspended generator would leak the mode to the caller
-                with torch.no_grad():
-                    z = block(z)
-                if trace is not None:
-                    trace.append(z)
-                if i in wanted:
-                    yield i, z + st
-            return
-        remat = backprop == "checkpoint" and torch.is_grad_enabled()
-        for i in range(1, wanted[-1] + 1):
-            # checkpoint: keep only each iteration's input; recompute the block's activations during backward
-            z = torch.utils.checkpoint.checkpoint(block, z, use_reentrant=False) if remat else block(z)
-            if trace is not None:
-                trace.append(z.detach())
-            if i in wanted:
-                yield i, z
+    def loop(self, name: str, z: torch.Tensor, stop: int, start: int = 0, cache: dict | None = None) -> torch.Tensor:
+        """Iterations start..stop−1 of loop ``name`` from the state z_start (no gradient estimator: plain calls)."""
+        for i in range(start, stop):
+            z = self.apply(z, name, i, cache)
+        return z
 
-    @staticmethod
-    def _truncated(block: nn.Module, h: torch.Tensor, wanted: list[int], n: int, trace: list | None
-                   ) -> Iterator[tuple[int, torch.Tensor]]:
-        starts = {k - n for k in wanted if k > n}
-        detached: dict[int, torch.Tensor] = {}
-        with torch.no_grad():  # the trajectory without a graph, keeping the states the graphs start from
-            z = h
-            for i in range(1, max(wanted) + 1):
-                z = block(z)
-                if trace is not None:
-                    trace.append(z)
-                if i in starts:
-                    detached[i] = z
-        st = h - h.detach()  # zero in value; carries dL/dz_k straight to h
-        for k in wanted:
-            if k <= n:  # nothing to truncate: the exact graph from h
-                z = h
-                for _ in range(k):
-                    z = block(z)
-                yield k, z
-            else:
-                z = detached[k - n]
-                for _ in range(n):
-                    z = block(z)
-                yield k, z + st
+    def loop_states(self, name: str, h: torch.Tensor, depths: Sequence[int], backprop: str = "full",
+                    trace: list | None = None) -> Iterator[tuple[int, torch.Tensor]]:
+        """(k, z_k) of loop ``name`` from input h at each requested depth, with the gradient of ``backprop``
+        (see ``tiedlm_lib.backprop``); ``trace`` receives every state, detached."""
+        return backprop_states(self.blocks[name], h, depths, backprop, trace)
 
-    def _run_segments(self, x: torch.Tensor, segments: Sequence[Segment], depth: int | None, backprop: str,
-                      traces: dict | None) -> torch.Tensor:
-        for seg in segments:
-            if seg.kind == "std":
-                x = self.blocks[seg.name](x)
-            else:
-                k = seg.iters if depth is None else depth
-                states: list | None = [] if traces is not None else None
-                [(_, x)] = list(self.loop_states(seg.name, x, [k], backprop, states))
-                if traces is not None:
-                    traces[seg.name] = states
-        return x
+    def core(self, z: torch.Tensor, depth: int | None = None, backprop: str = "full", cache: dict | None = None,
+             traces: dict[str, list] | None = None) -> torch.Tensor:
+        """The first loop to the last, bridges included, every loop at ``depth`` (None: its trained depth). With a
+        ``cache`` the loops are plain cached calls (generation); otherwise each loop's gradient follows
+        ``backprop``, and ``traces`` (if given) receives each loop's states."""
+        for s in self.core_segments:
+            if s.kind == "std":
+                z = self.apply(z, s.name, 0, cache)
+                continue
+            k = s.iters if depth is None else depth
+            if cache is not None:
+                z = self.loop(s.name, z, k, cache=cache)
+                continue
+            states: list | None = [] if traces is not None else None
+            [(_, z)] = list(self.loop_states(s.name, z, [k], backprop, states))
+            if traces is not None:
+                traces[s.name] = states
+        return z
+
+    def coda(self, z: torch.Tensor, cache: dict | None = None) -> torch.Tensor:
+        """The layers after the last loop: in a sandwich model, the first part of the readout of a loop state."""
+        for s in self.coda_segments:
+            z = self.apply(z, s.name, 0, cache)
+        return z
+
+    def head_input(self, z: torch.Tensor) -> torch.Tensor:
+        return self.ln_f(z)  # (B, T, d): what the head reads
+
+    def readout(self, z: torch.Tensor) -> torch.Tensor:
+        return self.head(self.head_input(z))  # (B, T, V)
 
     # ------------------------------------------------------------------ forward
     def iter_depths(self, tokens: torch.Tensor, depths: Sequence[int], backprop: str = "full"
@@ -309,16 +299,13 @@ class TiedLM(nn.Module):
             raise ValueError("depths must name at least one depth")
         for k in depths:
             self._check_depth(k)
-        x = self.embed(tokens)
-        first = next(i for i, s in enumerate(self.segments) if s.kind == "loop")
-        x = self._run_segments(x, self.segments[:first], None, backprop, None)
-        rest = self.segments[first + 1:]
-        if len(self.loop_names) == 1:
-            for k, z in self.loop_states(self.segments[first].name, x, depths, backprop):
-                yield k, self.readout(self._run_segments(z, rest, None, backprop, None))
+        h = self.prelude(self.embed(tokens))
+        if len(self.core_segments) == 1:  # one loop, no bridge: the depths share the loop's iterations
+            for k, z in self.loop_states(self.core_segments[0].name, h, depths, backprop):
+                yield k, self.readout(self.coda(z))
         else:
             for k in sorted(set(depths)):
-                yield k, self.readout(self._run_segments(x, self.segments[first:], k, backprop, None))
+                yield k, self.readout(self.coda(self.core(h, k, backprop)))
 
     def forward(self, tokens: torch.Tensor, depth: int | None = None, depths: Sequence[int] | None = None,
                 backprop: str = "full") -> torch.Tensor | dict[int, torch.Tensor]:
@@ -328,26 +315,16 @@ class TiedLM(nn.Module):
             return dict(self.iter_depths(tokens, depths, backprop))
         if depth is not None:
             self._check_depth(depth)
-        return self.readout(self._run_segments(self.embed(tokens), self.segments, depth, backprop, None))
+        return self.readout(self.coda(self.core(self.prelude(self.embed(tokens)), depth, backprop)))
 
     @torch.no_grad()
     def forward_cached(self, tokens: torch.Tensor, cache: dict, start: int, depth: int | None = None) -> torch.Tensor:
-        """Logits of ``tokens`` placed at positions start.. , reusing and extending ``cache`` (generation).
-
-        A looped model needs one cache per *application*: iteration i of loop A attends to the keys and values that
-        iteration i produced at earlier positions, so the cache is keyed by (block, iteration)."""
+        """Logits of ``tokens`` placed at positions start.. , reusing and extending ``cache`` (generation): one KV
+        slot per block application, keyed (block, iteration)."""
         if depth is not None:
             self._check_depth(depth)
-        T = tokens.shape[1]
-        if start + T > self.config.max_seq_len:
-            raise ValueError(f"positions {start}..{start + T - 1} exceed max_seq_len {self.config.max_seq_len}")
-        pos = torch.arange(start, start + T, device=tokens.device)
-        x = self.ln_emb(self.tok_emb(tokens) + self.pos_emb(pos))
-        for seg in self.segments:
-            n = 1 if seg.kind == "std" else (seg.iters if depth is None else depth)
-            for i in range(n):
-                x = self.blocks[seg.name](x, cache.setdefault((seg.name, i), []))
-        return self.readout(x)
+        z = self.prelude(self.embed(tokens, start), cache)
+        return self.readout(self.coda(self.core(z, depth, cache=cache), cache))
 
     def run(self, tokens: torch.Tensor, depth: int | None = None, backprop: str = "full"
             ) -> tuple[torch.Tensor, Trace]:
@@ -355,7 +332,8 @@ class TiedLM(nn.Module):
         if depth is not None:
             self._check_depth(depth)
         states: dict[str, list] = {}
-        logits = self.readout(self._run_segments(self.embed(tokens), self.segments, depth, backprop, states))
+        z = self.core(self.prelude(self.embed(tokens)), depth, backprop, traces=states)
+        logits = self.readout(self.coda(z))
         trace = Trace()
         for name, zs in states.items():
             z = torch.stack(zs)  # (iters+1, B, T, d)

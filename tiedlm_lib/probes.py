@@ -13,6 +13,7 @@ import torch
 
 from .data import PAD_ID, EvalBatch
 from .evaluation import token_ce
+from .model import eval_mode
 from .stats import Estimate, bootstrap_indices
 
 
@@ -32,25 +33,23 @@ def residual_probe(model, batches: Iterable[EvalBatch], loop: str | None = None,
     """Run each batch at the trained depth and collect the last-iteration relative residual of ``loop`` (the first
     loop by default) with the NLL, per sequence (sequences with fewer than ``min_real`` real targets dropped, as in
     the original) and per real token."""
-    was = model.training
-    model.eval()
-    loop = loop or model.loop_names[0]
-    cols: dict[str, list] = {k: [] for k in ProbeData.__dataclass_fields__}
-    for b in batches:
-        logits, trace = model.run(b.inputs)
-        r = trace.loops[loop].rel_residual[-1]  # (B, T)
-        ce = token_ce(logits, b.targets)
-        real = b.targets != PAD_ID
-        n_real = real.sum(1)
-        keep = n_real >= min_real
-        cols["seq_doc"].append(b.doc_index[keep].numpy())
-        cols["seq_residual_paper"].append(r.amax(1)[keep].numpy())
-        cols["seq_residual_real"].append(r.masked_fill(~real, -1).amax(1)[keep].numpy())
-        cols["seq_nll"].append(((ce * real).sum(1) / n_real.clamp_min(1))[keep].numpy())
-        cols["tok_doc"].append(b.doc_index[:, None].expand_as(real)[real].numpy())
-        cols["tok_residual"].append(r[real].numpy())
-        cols["tok_ce"].append(ce[real].numpy())
-    model.train(was)
+    with eval_mode(model):
+        loop = loop or model.loop_names[0]
+        cols: dict[str, list] = {k: [] for k in ProbeData.__dataclass_fields__}
+        for b in batches:
+            logits, trace = model.run(b.inputs)
+            r = trace.loops[loop].rel_residual[-1]  # (B, T)
+            ce = token_ce(logits, b.targets)
+            real = b.targets != PAD_ID
+            n_real = real.sum(1)
+            keep = n_real >= min_real
+            cols["seq_doc"].append(b.doc_index[keep].numpy())
+            cols["seq_residual_paper"].append(r.amax(1)[keep].numpy())
+            cols["seq_residual_real"].append(r.masked_fill(~real, -1).amax(1)[keep].numpy())
+            cols["seq_nll"].append(((ce * real).sum(1) / n_real.clamp_min(1))[keep].numpy())
+            cols["tok_doc"].append(b.doc_index[:, None].expand_as(real)[real].numpy())
+            cols["tok_residual"].append(r[real].numpy())
+            cols["tok_ce"].append(ce[real].numpy())
     return ProbeData(**{k: np.concatenate(v) for k, v in cols.items()})
 
 

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 import torch
 
-from .layout import Segment, parse_layout
+from .layout import Segment, parse_layout, split_segments
 
 SCHEDULE_NAMES = ("prefix", "repeat", "suffix", "frozen")
 REUSE = "="  # re-add the last update instead of calling a block
@@ -54,14 +54,10 @@ class Plan:
 
 
 def split_layout(layout: str) -> tuple[list[Segment], list[str], list[Segment]]:
-    """(prelude segments, core application sequence, coda segments)."""
-    segs = parse_layout(layout)
-    loops = [i for i, s in enumerate(segs) if s.kind == "loop"]
-    if not loops:
-        return [], [s.name for s in segs], []
-    first, last = loops[0], loops[-1]
-    core = [s.name for s in segs[first:last + 1] for _ in range(s.iters)]
-    return segs[:first], core, segs[last + 1:]
+    """(prelude segments, core application sequence, coda segments): the model's own partition (``split_segments``),
+    with the core expanded into one block name per application."""
+    pre, core, coda = split_segments(parse_layout(layout))
+    return pre, [s.name for s in core for _ in range(s.iters)], coda
 
 
 def plan(layout: str, schedule: str, k: int) -> Plan:
@@ -88,19 +84,20 @@ def budget(layout: str) -> int:
 
 
 def run_plan(model, tokens: torch.Tensor, p: Plan) -> torch.Tensor:
-    """The readout input ln_f(z) (B, T, d) after running plan ``p``; ``model.head`` of it gives the logits."""
-    z = model.embed(tokens)
-    for name in p.prelude:
-        z = model.blocks[name](z)
+    """The readout input (B, T, d) after running plan ``p``: the model's own prelude and coda around the plan's
+    core; ``plan_logits`` applies the head."""
+    if p.prelude != tuple(s.name for s in model.prelude_segments) or p.coda != tuple(
+            s.name for s in model.coda_segments) or not set(p.core) <= {*model.blocks, REUSE}:
+        raise ValueError(f"plan {p.schedule}({p.k}) was made for another layout than the model's "
+                         f"{model.config.layout!r}")
+    z = model.prelude(model.embed(tokens))
     prev = z
     for name in p.core:
         if name == REUSE:
             z, prev = z + (z - prev), z  # z_{i+1} = z_i + (z_k − z_{k−1}), the frozen update
         else:
-            z, prev = model.blocks[name](z), z
-    for name in p.coda:
-        z = model.blocks[name](z)
-    return model.ln_f(z)
+            z, prev = model.apply(z, name), z
+    return model.head_input(model.coda(z))
 
 
 def plan_logits(model, tokens: torch.Tensor, p: Plan) -> torch.Tensor:

@@ -18,10 +18,13 @@ from tqdm.auto import tqdm
 
 from . import distributed
 from .atomic import atomic_write_text
-from .checkpoint import CheckpointError, config_diff, load_checkpoint, save_checkpoint, save_model
-from .config import RunConfig, TrainConfig
-from .data import PAD_ID, BatchStream, Corpus, prepare_corpus, tokenizer_hash
+from .checkpoint import CheckpointError, config_diff, load_checkpoint, load_model, save_checkpoint, save_model
+from .config import LABELS, RunConfig, TrainConfig
+from .data import PAD_ID, BatchStream, Corpus, SeededStream, prepare_corpus, tokenizer_hash
 from .model import TiedLM
+from .paths import runs_dir
+from .schedules import budget, plan, plan_logits
+from .sft import IGNORE, SFTStream, sft_data
 
 
 class NonFiniteLossError(RuntimeError):
@@ -44,7 +47,7 @@ def lm_loss(logits: torch.Tensor, targets: torch.Tensor, pad_targets: str = "ign
     """Token-mean cross-entropy in fp32; pad targets ignored (pre-training) or counted (the paper's SFT).
 
     ``normalizer`` divides the summed CE by a given target count instead (data parallelism: the global count)."""
-    ignore = PAD_ID if pad_targets == "ignore" else -100
+    ignore = PAD_ID if pad_targets == "ignore" else IGNORE
     if normalizer is None:
         return F.cross_entropy(logits.float().flatten(0, 1), targets.flatten(), ignore_index=ignore)
     total = F.cross_entropy(logits.float().flatten(0, 1), targets.flatten(), ignore_index=ignore, reduction="sum")
@@ -52,7 +55,7 @@ def lm_loss(logits: torch.Tensor, targets: torch.Tensor, pad_targets: str = "ign
 
 
 def count_targets(targets: torch.Tensor, pad_targets: str = "ignore") -> int:
-    return int((targets != PAD_ID).sum()) if pad_targets == "ignore" else int((targets != -100).sum())
+    return int((targets != PAD_ID).sum()) if pad_targets == "ignore" else int((targets != IGNORE).sum())
 
 
 def sampled_depth(cfg: TrainConfig, step: int, budget: int) -> int:
@@ -61,16 +64,14 @@ def sampled_depth(cfg: TrainConfig, step: int, budget: int) -> int:
 
 
 def supervised_loss(model: TiedLM, x: torch.Tensor, y: torch.Tensor, cfg: TrainConfig,
-                    normalizer: float | None = None, step: int = 0) -> tuple[torch.Tensor, dict[int, float]]:
-    """Single-depth: CE at the trained depth. Multi-depth: the weighted mean of the CE at each supervised depth,
-    read out from one forward pass that shares the loop iterations (PROTOCOL §4.3). Sampled depth: CE of the
-    prefix plan at a depth drawn for this step."""
+                    normalizer: float | None = None, step: int = 0) -> tuple[torch.Tensor, dict[int, torch.Tensor]]:
+    """(loss, {depth: CE}) of one batch. Single-depth: CE at the trained depth ({} per depth). Multi-depth: the
+    weighted mean of the CE at each supervised depth, read out from one forward pass that shares the loop iterations
+    (PROTOCOL §4.3). Sampled depth: the CE of the prefix plan at the depth ``sampled_depth`` draws for this step."""
     if cfg.depth_sampling == "uniform":
-        from .schedules import budget, plan, plan_logits
-
         k = sampled_depth(cfg, step, budget(model.config.layout))
-        logits = plan_logits(model, x, plan(model.config.layout, "prefix", k))
-        return lm_loss(logits, y, cfg.pad_targets, normalizer), {k: torch.zeros(())}
+        loss = lm_loss(plan_logits(model, x, plan(model.config.layout, "prefix", k)), y, cfg.pad_targets, normalizer)
+        return loss, {k: loss.detach()}
     if cfg.depths is None:
         return lm_loss(model(x, backprop=cfg.backprop), y, cfg.pad_targets, normalizer), {}
     weights = cfg.depth_weights or (1.0,) * len(cfg.depths)
@@ -118,9 +119,6 @@ def _restore_optim(opt: torch.optim.Optimizer, tensors: dict[str, torch.Tensor],
 
 def init_weights(model: TiedLM, source: str | Path) -> None:
     """Load a saved model's weights into ``model`` (same model configuration required)."""
-    from .checkpoint import load_model
-    from .paths import runs_dir
-
     path = Path(source)
     if not path.is_absolute():
         path = runs_dir() / path
@@ -131,29 +129,29 @@ CKPT = "checkpoint.safetensors"
 FINAL = "model.safetensors"
 
 
-def train(run: RunConfig, out_dir: str | Path | None = None, corpus: Corpus | None = None, *,
-          device: str | torch.device = "cpu", resume: bool = True, progress: bool | None = None,
-          stop_after: int | None = None) -> TrainResult:
-    """Train ``run`` from scratch, or resume it from ``out_dir/checkpoint.safetensors``.
+# ---------------------------------------------------------------------------------------------------- named steps
+@dataclass
+class Progress:
+    """Where a run stands: the next step to train, non-finite steps skipped so far, seconds trained over all calls."""
 
-    ``stop_after`` ends the call after that many steps of this call (a checkpoint is written), to test resumption.
-    Resumed training ends with the same weights as uninterrupted training: the model, the optimiser moments and the
-    batch stream's state are all restored."""
+    step: int = 0
+    skipped: int = 0
+    elapsed: float = 0.0
+
+
+@dataclass
+class StepResult:
+    """One optimiser step: the global loss, and (None when the loss was non-finite and the step skipped) the
+    gradient norm before clipping and the per-depth CE."""
+
+    loss: float
+    grad_norm: float | None
+    per_depth: dict[int, torch.Tensor]
+
+
+def build(run: RunConfig, device: torch.device) -> tuple[TiedLM, torch.optim.Optimizer]:
+    """The seeded model (or the weights it starts from) and AdamW on every parameter."""
     cfg = run.train
-    device = torch.device(device)
-    distributed.init_from_env(device)
-    rank, world = distributed.rank_world()
-    device = distributed.local_device(device)
-    if cfg.batch_size % world:
-        raise ValueError(f"batch_size {cfg.batch_size} is not divisible by the number of processes {world}")
-    out = Path(out_dir) if out_dir is not None else None
-    writer = out if rank == 0 else None  # only rank 0 writes logs and checkpoints
-    corpus = corpus if corpus is not None else prepare_corpus(run.data)
-    vocab = corpus.tokenizer.get_vocab_size()
-    tok_hash = tokenizer_hash(corpus.tokenizer)
-    if vocab > run.model.vocab_size:
-        raise ValueError(f"tokenizer has {vocab} tokens but the model's vocab_size is {run.model.vocab_size}")
-
     torch.manual_seed(cfg.seed)
     model = TiedLM(run.model).to(device)
     if cfg.init_from:
@@ -163,107 +161,179 @@ def train(run: RunConfig, out_dir: str | Path | None = None, corpus: Corpus | No
     if cfg.compile:
         for block in model.blocks.values():  # compile the blocks: every path (depths, phantom, exits) uses them
             block.compile()
+    return model, opt
+
+
+def make_stream(run: RunConfig, corpus: Corpus) -> SeededStream:
+    """The seeded training batch stream: documents (pre-training) or rendered conversations (SFT)."""
+    cfg = run.train
     if run.data.task == "sft":
-        from .sft import SFTStream, sft_data
-
         if cfg.pad_targets != "include":
-            raise ValueError("an SFT run marks the positions without loss by target -100 and, under the paper "
+            raise ValueError(f"an SFT run marks the positions without loss by target {IGNORE} and, under the paper "
                              "protocol, trains pad targets: set train.pad_targets='include'")
-        stream = SFTStream(sft_data(run, corpus), cfg.batch_size, cfg.data_seed, run.data.sft_loss)
-    else:
-        stream = BatchStream(corpus.train, run.data.seq_len, cfg.batch_size, cfg.data_seed, run.data.batch_mode)
-    start, skipped, elapsed = 0, 0, 0.0
-    metrics: list[dict[str, Any]] = []
+        return SFTStream(sft_data(run, corpus), cfg.batch_size, cfg.data_seed, run.data.sft_loss)
+    return BatchStream(corpus.train, run.data.seq_len, cfg.batch_size, cfg.data_seed, run.data.batch_mode)
 
-    ckpt = out / CKPT if out else None
-    if out is not None and resume and ckpt.is_file():
-        tensors, meta = load_checkpoint(ckpt)
-        diffs = config_diff(meta.get("run", {}), run.to_dict(),
-                            ignore=("name", "scale", "train.log_every", "train.checkpoint_every"))
-        if diffs:
-            raise CheckpointError(f"{ckpt}: checkpoint is from another run configuration: " + "; ".join(diffs))
-        if meta.get("tokenizer") != tok_hash:  # same config, yet the token ids would mean other strings
-            raise CheckpointError(f"{ckpt}: checkpoint was trained with another tokenizer (hash "
-                                  f"{meta.get('tokenizer')} vs {tok_hash} now); delete it or restore the tokenizer")
-        model.load_state_dict({k[6:]: v for k, v in tensors.items() if k.startswith("model.")})
-        _restore_optim(opt, tensors, meta["param_groups"])
-        stream.set_state(meta["stream_state"])
-        start, skipped, elapsed = meta["step"], meta["skipped"], meta["elapsed"]
-    if writer is not None:
-        out.mkdir(parents=True, exist_ok=True)
-        mpath = out / "metrics.jsonl"
-        if mpath.is_file():  # keep only lines from before the resumed step (a crash may have logged past it)
-            metrics = [m for m in map(json.loads, mpath.read_text().splitlines()) if m["step"] < start]
-        atomic_write_text(mpath, "".join(json.dumps(m) + "\n" for m in metrics))
-        atomic_write_text(out / "config.json", json.dumps(run.to_dict(), indent=1))
 
-    def checkpoint(step: int) -> None:
-        if writer is None:
-            return
-        tensors, groups = _optim_tensors(opt)
-        tensors.update({f"model.{k}": v for k, v in model.state_dict().items()})
-        save_checkpoint(ckpt, tensors, {"run": run.to_dict(), "fingerprint": run.fingerprint(), "step": step,
-                                        "skipped": skipped, "elapsed": elapsed, "param_groups": groups,
-                                        "stream_state": stream.get_state(), "model": run.to_dict()["model"],
-                                        "tokenizer": tok_hash})
+def resume_from(ckpt: Path, run: RunConfig, tok_hash: str, model: TiedLM, opt: torch.optim.Optimizer,
+           stream: SeededStream) -> Progress:
+    """Restore model, optimiser moments and stream state from ``ckpt``; refuse one from another config or
+    tokenizer, leaving it untouched."""
+    tensors, meta = load_checkpoint(ckpt)
+    diffs = config_diff(meta.get("run", {}), run.to_dict(), ignore=LABELS, missing_ok=True)
+    if diffs:
+        raise CheckpointError(f"{ckpt}: checkpoint is from another run configuration: " + "; ".join(diffs))
+    if meta.get("tokenizer") != tok_hash:  # same config, yet the token ids would mean other strings
+        raise CheckpointError(f"{ckpt}: checkpoint was trained with another tokenizer (hash "
+                              f"{meta.get('tokenizer')} vs {tok_hash} now); delete it or restore the tokenizer")
+    model.load_state_dict({k[6:]: v for k, v in tensors.items() if k.startswith("model.")})
+    _restore_optim(opt, tensors, meta["param_groups"])
+    stream.set_state(meta["stream_state"])
+    return Progress(meta["step"], meta["skipped"], meta["elapsed"])
 
-    def log(m: dict[str, Any]) -> None:
-        metrics.append(m)
-        if writer is not None:
-            with open(out / "metrics.jsonl", "a") as fh:
+
+def save_state(ckpt: Path, run: RunConfig, tok_hash: str, model: TiedLM, opt: torch.optim.Optimizer,
+               stream: SeededStream, progress: Progress) -> None:
+    """An atomic, resumable checkpoint: weights, optimiser moments, stream state and progress."""
+    tensors, groups = _optim_tensors(opt)
+    tensors.update({f"model.{k}": v for k, v in model.state_dict().items()})
+    save_checkpoint(ckpt, tensors, {"run": run.to_dict(), "fingerprint": run.fingerprint(), "step": progress.step,
+                                    "skipped": progress.skipped, "elapsed": progress.elapsed, "param_groups": groups,
+                                    "stream_state": stream.get_state(), "model": run.to_dict()["model"],
+                                    "tokenizer": tok_hash})
+
+
+class MetricsLog:
+    """metrics.jsonl, truncated to the lines before the resumed step (a crash may have logged past it); only the
+    writing rank keeps a file."""
+
+    def __init__(self, out: Path | None, start: int):
+        self.path = out / "metrics.jsonl" if out is not None else None
+        self.rows: list[dict[str, Any]] = []
+        if self.path is not None:
+            if self.path.is_file():
+                self.rows = [m for m in map(json.loads, self.path.read_text().splitlines()) if m["step"] < start]
+            atomic_write_text(self.path, "".join(json.dumps(m) + "\n" for m in self.rows))
+
+    def append(self, m: dict[str, Any]) -> None:
+        self.rows.append(m)
+        if self.path is not None:
+            with open(self.path, "a") as fh:
                 fh.write(json.dumps(m) + "\n")
 
-    model.train()
-    end = cfg.steps if stop_after is None else min(cfg.steps, start + stop_after)
-    bar = tqdm(range(start, end), initial=start, total=cfg.steps, desc=f"train {run.name}/{run.scale}",
-               disable=rank > 0 or (None if progress is None else not progress),  # None: off when not a TTY
-               leave=False, mininterval=1.0)
-    loss_val = float("nan")
-    t0 = time.perf_counter()
-    for step in bar:
-        lr = lr_at(step, cfg)
-        for g in opt.param_groups:
-            g["lr"] = lr
-        x, y = stream.next()  # the global batch, identical on every rank
-        n_targets = count_targets(y, cfg.pad_targets)
-        x, y = x[rank::world].to(device), y[rank::world].to(device)  # this rank's rows
-        with _autocast(device, cfg.amp):
-            loss, per_depth = supervised_loss(model, x, y, cfg, normalizer=n_targets if world > 1 else None,
-                                              step=step)
-        loss_val = distributed.all_reduce_sum(loss.detach()).item()  # every rank sees the global loss
-        if not math.isfinite(loss_val):
-            skipped += 1
-            log({"step": step, "event": "nonfinite_loss_skipped", "skipped": skipped})
-            if skipped > cfg.max_nonfinite:
-                elapsed += time.perf_counter() - t0
-                checkpoint(step)
-                raise NonFiniteLossError(
-                    f"{skipped} non-finite losses (more than max_nonfinite={cfg.max_nonfinite}) by step {step}; "
-                    f"the last good state is in {ckpt}")
-            continue
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        distributed.all_reduce_grads(model.parameters())
-        gnorm = torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.clip)
-        opt.step()
-        if step % cfg.log_every == 0 or step == cfg.steps - 1:
-            m = {"step": step, "loss": loss_val, "lr": lr, "grad_norm": float(gnorm),
-                 "alpha": model.alphas(), "time": elapsed + time.perf_counter() - t0}
-            if cfg.depth_sampling == "uniform":
-                m["depth"] = next(iter(per_depth))
-            elif per_depth:
-                m["loss_by_depth"] = {str(k): float(distributed.all_reduce_sum(v)) for k, v in per_depth.items()}
-            log(m)
-            bar.set_postfix(loss=f"{loss_val:.3f}")
-        if writer is not None and cfg.checkpoint_every and (step + 1) % cfg.checkpoint_every == 0 and step + 1 < end:
-            elapsed += time.perf_counter() - t0
-            t0 = time.perf_counter()
-            checkpoint(step + 1)
-    bar.close()
-    elapsed += time.perf_counter() - t0
+
+def train_step(model: TiedLM, opt: torch.optim.Optimizer, x: torch.Tensor, y: torch.Tensor, cfg: TrainConfig,
+               step: int, device: torch.device) -> StepResult:
+    """One step on the global batch (x, y): this rank's rows, the loss normalised by the global target count under
+    data parallelism, gradients summed across ranks, clipped, applied. A non-finite loss changes nothing."""
+    rank, world = distributed.rank_world()
+    for g in opt.param_groups:
+        g["lr"] = lr_at(step, cfg)
+    n_targets = count_targets(y, cfg.pad_targets)
+    x, y = x[rank::world].to(device), y[rank::world].to(device)  # this rank's rows
+    with _autocast(device, cfg.amp):
+        loss, per_depth = supervised_loss(model, x, y, cfg, normalizer=n_targets if world > 1 else None, step=step)
+    loss_val = distributed.all_reduce_sum(loss.detach()).item()  # every rank sees the global loss
+    if not math.isfinite(loss_val):
+        return StepResult(loss_val, None, per_depth)
+    opt.zero_grad(set_to_none=True)
+    loss.backward()
+    distributed.all_reduce_grads(model.parameters())
+    gnorm = torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.clip)
+    opt.step()
+    return StepResult(loss_val, float(gnorm), per_depth)
+
+
+def step_metrics(model: TiedLM, cfg: TrainConfig, step: int, res: StepResult, seconds: float) -> dict[str, Any]:
+    m = {"step": step, "loss": res.loss, "lr": lr_at(step, cfg), "grad_norm": res.grad_norm,
+         "alpha": model.alphas(), "time": seconds}
+    if cfg.depth_sampling == "uniform":
+        m["depth"] = next(iter(res.per_depth))
+    elif res.per_depth:
+        m["loss_by_depth"] = {str(k): float(distributed.all_reduce_sum(v)) for k, v in res.per_depth.items()}
+    return m
+
+
+# ---------------------------------------------------------------------------------------------------- the loop
+def train(run: RunConfig, out_dir: str | Path | None = None, corpus: Corpus | None = None, *,
+          device: str | torch.device = "cpu", resume: bool = True, progress: bool | None = None,
+          stop_after: int | None = None) -> TrainResult:
+    """Train ``run`` from scratch, or resume it from ``out_dir/checkpoint.safetensors``.
+
+    ``stop_after`` ends the call after that many steps of this call (a checkpoint is written), to test resumption.
+    Resumed training ends with the same weights as uninterrupted training: the model, the optimiser moments and the
+    batch stream's state are all restored."""
+    cfg = run.train
+    device, rank = _join(torch.device(device), cfg.batch_size)
+    corpus = corpus if corpus is not None else prepare_corpus(run.data)
+    tok_hash = _check_tokenizer(corpus, run)
+    model, opt = build(run, device)
+    stream = make_stream(run, corpus)
+    out = Path(out_dir) if out_dir is not None else None
+    writer, ckpt = (out if rank == 0 else None), (out / CKPT if out else None)  # only rank 0 writes files
+    state = Progress()
+    if out is not None and resume and ckpt.is_file():
+        state = resume_from(ckpt, run, tok_hash, model, opt, stream)
     if writer is not None:
-        checkpoint(end)
+        out.mkdir(parents=True, exist_ok=True)
+        atomic_write_text(out / "config.json", json.dumps(run.to_dict(), indent=1))
+    log = MetricsLog(writer, state.step)
+    save = (lambda: save_state(ckpt, run, tok_hash, model, opt, stream, state)) if writer else (lambda: None)
+
+    model.train()
+    end = cfg.steps if stop_after is None else min(cfg.steps, state.step + stop_after)
+    bar = _progress_bar(run, state.step, end, show=rank == 0 and progress)
+    res = StepResult(float("nan"), None, {})
+    t0, base = time.perf_counter(), state.elapsed
+    clock = lambda: base + time.perf_counter() - t0  # noqa: E731  seconds trained over all calls
+    for step in bar:
+        x, y = stream.next()  # the global batch, identical on every rank
+        res = train_step(model, opt, x, y, cfg, step, device)
+        if res.grad_norm is None:
+            state.skipped += 1
+            log.append({"step": step, "event": "nonfinite_loss_skipped", "skipped": state.skipped})
+            if state.skipped > cfg.max_nonfinite:
+                state.step, state.elapsed = step, clock()
+                save()
+                raise NonFiniteLossError(
+                    f"{state.skipped} non-finite losses (more than max_nonfinite={cfg.max_nonfinite}) by step "
+                    f"{step}; the last good state is in {ckpt}")
+            continue
+        if step % cfg.log_every == 0 or step == cfg.steps - 1:
+            log.append(step_metrics(model, cfg, step, res, clock()))
+            bar.set_postfix(loss=f"{res.loss:.3f}")
+        if cfg.checkpoint_every and (step + 1) % cfg.checkpoint_every == 0 and step + 1 < end:
+            state.step, state.elapsed = step + 1, clock()
+            save()
+    bar.close()
+    state.step, state.elapsed = end, clock()
+    if writer is not None:
+        save()
         if end == cfg.steps:
-            save_model(out / FINAL, model, run, step=end, skipped=skipped, elapsed=elapsed, tokenizer=tok_hash)
+            save_model(out / FINAL, model, run, step=end, skipped=state.skipped, elapsed=state.elapsed,
+                       tokenizer=tok_hash)
     distributed.barrier()  # the other ranks return once rank 0's files are complete
-    return TrainResult(run, model, out, loss_val, skipped, elapsed, metrics)
+    return TrainResult(run, model, out, res.loss, state.skipped, state.elapsed, log.rows)
+
+
+def _progress_bar(run: RunConfig, start: int, end: int, show: bool | None) -> tqdm:
+    """Steps start..end of the run; ``show`` None: only on a terminal."""
+    return tqdm(range(start, end), initial=start, total=run.train.steps, desc=f"train {run.name}/{run.scale}",
+                disable=None if show is None else not show, leave=False, mininterval=1.0)
+
+
+def _check_tokenizer(corpus: Corpus, run: RunConfig) -> str:
+    vocab = corpus.tokenizer.get_vocab_size()
+    if vocab > run.model.vocab_size:
+        raise ValueError(f"tokenizer has {vocab} tokens but the model's vocab_size is {run.model.vocab_size}")
+    return tokenizer_hash(corpus.tokenizer)
+
+
+
+def _join(device: torch.device, batch_size: int) -> tuple[torch.device, int]:
+    """Join torchrun's process group (if any): this process's device and rank."""
+    distributed.init_from_env(device)
+    rank, world = distributed.rank_world()
+    if batch_size % world:
+        raise ValueError(f"batch_size {batch_size} is not divisible by the number of processes {world}")
+    return distributed.local_device(device), rank

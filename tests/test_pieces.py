@@ -1,0 +1,138 @@
+"""One walk through the stack: every path (forward, iter_depths, forward_cached, paper B's plans) uses the model's
+public pieces, and they agree on every layout of the paper; estimators live in one module; bad token ids are named;
+evaluation helpers restore the caller's training mode."""
+
+import pytest
+import torch
+from conftest import tiny_model
+
+from tiedlm_lib import backprop
+from tiedlm_lib.analysis import state_norms
+from tiedlm_lib.config import TrainConfig
+from tiedlm_lib.data import EvalBatch
+from tiedlm_lib.evaluation import depth_stats, evaluate_nll
+from tiedlm_lib.experiments import EXPERIMENTS, experiment
+from tiedlm_lib.model import eval_mode
+from tiedlm_lib.schedules import budget, plan, plan_logits
+from tiedlm_lib.training import lm_loss, supervised_loss
+
+PAPER_LAYOUTS = sorted({experiment(name, "smoke").model.layout for name in EXPERIMENTS})
+
+
+def _cached(m, x, depth):
+    """Logits from the generation path: the prompt's first half at once, then one position at a time."""
+    cache: dict = {}
+    h = x.shape[1] // 2
+    out = [m.forward_cached(x[:, :h], cache, 0, depth)]
+    out += [m.forward_cached(x[:, t:t + 1], cache, t, depth) for t in range(h, x.shape[1])]
+    return torch.cat(out, 1)
+
+
+@pytest.mark.parametrize("block", ["paper", "residual"])
+@pytest.mark.parametrize("layout", PAPER_LAYOUTS)
+def test_every_path_agrees_on_every_paper_layout(layout, block):
+    m = tiny_model(layout, block, dtype=torch.float64)
+    x = torch.randint(1, 37, (2, 10), generator=torch.Generator().manual_seed(0))
+    with torch.no_grad():
+        full = m(x)
+        torch.testing.assert_close(plan_logits(m, x, plan(layout, "prefix", budget(layout))), full, rtol=0, atol=1e-12)
+        torch.testing.assert_close(_cached(m, x, None), full, rtol=0, atol=1e-10)
+        if not m.loop_names:
+            return
+        by_k = m(x, depths=[1, 2, 3])
+        for k in (1, 2, 3):
+            want = m(x, depth=k)
+            torch.testing.assert_close(by_k[k], want, rtol=0, atol=1e-12)
+            torch.testing.assert_close(_cached(m, x, k), want, rtol=0, atol=1e-10)
+            if len(m.core_segments) == 1:  # one loop, no bridge: prefix(k) is the loop at depth k
+                torch.testing.assert_close(plan_logits(m, x, plan(layout, "prefix", k)), want, rtol=0, atol=1e-12)
+
+
+def test_the_pieces_compose_to_the_forward_pass_and_loops_continue_where_they_stopped():
+    m = tiny_model("S A*4 S B*2 S", dtype=torch.float64)
+    x = torch.randint(1, 37, (2, 8), generator=torch.Generator().manual_seed(1))
+    with torch.no_grad():
+        z = m.prelude(m.embed(x))
+        a2 = m.loop("A", z, 2)
+        a4 = m.loop("A", a2, 4, start=2)  # stop at depth 2, continue from iteration 2
+        torch.testing.assert_close(a4, m.loop("A", z, 4), rtol=0, atol=0)
+        z = m.loop("B", m.apply(a4, "S1"), 2)
+        torch.testing.assert_close(m.readout(m.coda(z)), m(x), rtol=0, atol=0)
+        assert [s.name for s in m.prelude_segments] == ["S0"] and [s.name for s in m.coda_segments] == ["S2"]
+        # continuing a cached loop: iteration i's KV slot is (name, i), so the continuation attends to its own past
+        cache: dict = {}
+        z = m.prelude(m.embed(x), cache)
+        z = m.loop("A", m.loop("A", z, 2, cache=cache), 4, start=2, cache=cache)
+        assert sorted(k for k in cache if k[0] == "A") == [("A", i) for i in range(4)]
+
+
+def test_a_plan_for_another_layout_is_refused():
+    m = tiny_model("S A*3 S")
+    with pytest.raises(ValueError, match="made for another layout"):
+        plan_logits(m, torch.ones(1, 4, dtype=torch.long), plan("S S A*3 S S", "prefix", 2))
+
+
+@pytest.mark.parametrize("bad", [37, 1000, -1])
+def test_token_ids_outside_the_vocabulary_are_named(bad):
+    m = tiny_model("S A*3 S")
+    x = torch.tensor([[1, 2, bad, 3]])
+    with pytest.raises(ValueError, match=rf"token id {bad} is outside the vocabulary \[0, 37\) \(vocab_size 37"):
+        m(x)
+    with pytest.raises(ValueError, match=rf"token id {bad} is outside"):
+        m.forward_cached(x, {}, 0)
+    m(torch.tensor([[0, 36]]))  # the edges are fine
+
+
+def test_eval_mode_restores_the_mode_even_when_the_block_raises():
+    m = tiny_model("S A*3 S")
+    m.train()
+    with pytest.raises(RuntimeError, match="boom"), eval_mode(m):
+        assert not m.training
+        raise RuntimeError("boom")
+    assert m.training
+    m.eval()
+    with eval_mode(m):
+        pass
+    assert not m.training
+
+
+def test_evaluation_helpers_leave_a_training_model_training():
+    m = tiny_model("S A*3 S")
+    x = torch.randint(1, 37, (2, 8))
+    batches = [EvalBatch(x, torch.roll(x, -1, 1), torch.arange(2))]
+    m.train()
+    depth_stats(m, batches, [1, 3])
+    evaluate_nll(m, batches)
+    state_norms(m, batches, 3)
+    assert m.training
+
+
+def test_backprop_modes_parse_once_into_a_typed_value():
+    assert backprop.Backprop.parse("phantom-last") == backprop.Backprop("truncated", 1)
+    assert backprop.Backprop.parse("truncated:4") == backprop.Backprop("truncated", 4)
+    assert backprop.Backprop.parse(backprop.Backprop("full")) == backprop.Backprop("full")
+    for bad in ("truncated:0", "truncated:x", "phantom-first", 3):
+        with pytest.raises(ValueError, match="TrainConfig.backprop must be one of"):
+            backprop.Backprop.parse(bad)
+
+
+def test_a_new_estimator_is_one_entry_in_the_backprop_module(monkeypatch):
+    """An estimator that stops the gradient at the loop (the block learns nothing, the bottom gets the identity):
+    registered in one place, it works through the model, the config and the training loss."""
+
+    def detached(block, h, wanted, trace):
+        st = h - h.detach()
+        with torch.no_grad():
+            states = list(backprop.full(block, h, wanted, trace))
+        for k, z in states:
+            yield k, z + st
+
+    monkeypatch.setitem(backprop.ESTIMATORS, "detached", lambda b: detached)
+    m = tiny_model("S A*3 S")
+    x = torch.randint(1, 37, (2, 8))
+    y = torch.roll(x, -1, 1)
+    loss, _ = supervised_loss(m, x, y, TrainConfig(backprop="detached"))
+    loss.backward()
+    assert all(p.grad is None for p in m.blocks["A"].parameters())
+    assert m.blocks["S0"].attn.qkv.weight.grad.abs().sum() > 0
+    torch.testing.assert_close(loss, lm_loss(m(x), y))

@@ -1,0 +1,227 @@
+"""The registry of the paper's runs: each by name, at three scales from one code path.
+
+A scale is a preset of sizes and lengths; an experiment is a small delta on it (size, layout, horizon, supervision,
+backprop). ``experiment(name, scale, seed)`` gives the exact ``RunConfig``; the runs cache (``tiedlm_lib.runs``)
+trains it once.
+
+Seeds: seed s initialises with ``torch.manual_seed(s)`` and draws batches from ``random.Random(42 + s)``; seed 0 is
+the paper's setting (init 0, data stream 42, identical across every run).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from .config import DataConfig, ModelConfig, RunConfig, TrainConfig
+
+
+@dataclass(frozen=True)
+class Size:
+    d_model: int
+    n_heads: int
+    lr: float
+    lr_min: float
+
+
+@dataclass(frozen=True)
+class Scale:
+    """Sizes and lengths of one scale. ``small``/``large`` are the analogues of the paper's 7.27M / 23.05M."""
+
+    name: str
+    small: Size
+    large: Size
+    K: int  # trained loop depth (total applications over all loops)
+    seq_len: int
+    vocab_size: int
+    batch_size: int
+    short_steps: int  # the paper's 3000-step runs (v3-v6)
+    long_steps: int  # the paper's 39,695-step runs (v7, v9, v10, v12-v14)
+    long_warmup: int
+    depths: tuple[int, ...]  # the multi-depth supervision set, ending at K
+    corpus: str = "kjv"
+    split: str = "document"  # "paper": the original positional 95%/5% split
+    max_docs: int | None = None
+    log_every: int = 10
+
+
+SCALES: dict[str, Scale] = {
+    "smoke": Scale("smoke", Size(32, 2, 2e-3, 2e-4), Size(48, 2, 2e-3, 2e-4), K=4, seq_len=64, vocab_size=320,
+                   batch_size=8, short_steps=30, long_steps=40, long_warmup=5, depths=(1, 2, 4), max_docs=1500,
+                   log_every=5),
+    # Calibrated on 2 cores (1000 steps, v3, held-out NLL k=1 -> 16): vocab 2048 / lr 1e-3 gave a 0.12-nat depth gap,
+    # vocab 512 / lr 1e-3 0.23, vocab 512 / lr 2e-3 0.83 (3.74 -> 2.91); the large size at lr 1e-3: 3.31 -> 2.89.
+    "cpu": Scale("cpu", Size(64, 2, 2e-3, 2e-4), Size(128, 4, 1e-3, 1e-4), K=16, seq_len=128, vocab_size=512,
+                 batch_size=16, short_steps=1000, long_steps=1500, long_warmup=100, depths=(1, 2, 4, 8, 16)),
+    # PROTOCOL §1-§4 exactly. The corpus is the minimind pretraining JSONL: set TIEDLM_MINIMIND to its path.
+    "paper": Scale("paper", Size(128, 4, 6e-4, 6e-5), Size(320, 10, 4e-4, 4e-5), K=30, seq_len=256,
+                   vocab_size=23005, batch_size=32, short_steps=3000, long_steps=39695, long_warmup=1000,
+                   depths=(1, 2, 4, 8, 16, 30), corpus="minimind", split="paper", log_every=100),
+}
+
+
+def get_scale(scale: str) -> Scale:
+    if scale not in SCALES:
+        raise ValueError(f"unknown scale {scale!r}: expected one of {sorted(SCALES)}")
+    return SCALES[scale]
+
+
+def check_seed(seed: Any) -> int:
+    if not isinstance(seed, int) or isinstance(seed, bool) or seed < 0:
+        raise ValueError(f"seed must be an integer >= 0, got {seed!r}")
+    return seed
+
+
+def check_seeds(seeds: Any) -> list[int]:
+    """A notebook's ``seeds`` parameter: a non-empty list of distinct integers >= 0."""
+    if not isinstance(seeds, (list, tuple)) or not seeds:
+        raise ValueError(f"seeds must be a non-empty list of integers >= 0 such as [0, 1, 2], got {seeds!r}")
+    for s in seeds:
+        check_seed(s)
+    if len(set(seeds)) != len(seeds):
+        raise ValueError(f"seeds must be distinct, got {seeds!r}")
+    return list(seeds)
+
+
+def split_iters(total: int, n: int) -> list[int]:
+    """Split a total iteration budget over n loops, larger shares first (30 over 4 gives 8, 8, 7, 7 as in v14)."""
+    return [total // n + (1 if i < total % n else 0) for i in range(n)]
+
+
+def _loops(letters: str, K: int) -> str:
+    return " ".join(f"{c}*{k}" for c, k in zip(letters, split_iters(K, len(letters))))
+
+
+@dataclass(frozen=True)
+class Experiment:
+    """One of the paper's runs as a delta on a scale."""
+
+    description: str
+    reference: str  # where the paper (or this project) defines it
+    size: str  # the scale's "small" (7.27M-family) or "large" (23.05M-family) preset
+    layout: Callable[[Scale], str]
+    horizon: str = "short"  # "short": the paper's 3000-step runs (v3-v6); "long": its 39,695-step runs
+    multi_depth: bool = False  # supervise the scale's depth set (the paper's v4 / v6)
+    backprop: str = "full"
+
+    def train_fields(self, s: Scale) -> dict[str, Any]:
+        """The TrainConfig fields this experiment sets at scale ``s``."""
+        if self.horizon == "short":
+            kw: dict[str, Any] = {"steps": s.short_steps, "warmup": 0, "betas": (0.9, 0.999)}
+        else:
+            kw = {"steps": s.long_steps, "warmup": s.long_warmup, "betas": (0.9, 0.95)}
+        if self.multi_depth:
+            kw["depths"] = s.depths
+        if self.backprop != "full":
+            kw["backprop"] = self.backprop
+        return kw
+
+
+def _sandwich(s: Scale) -> str:
+    return f"S S A*{s.K} S S"
+
+
+EXPERIMENTS: dict[str, Experiment] = {
+    "v3": Experiment("7M-family sandwich, single-depth, full backprop", "§4.1; PROTOCOL §3.4, §4.2", "small",
+                     _sandwich),
+    "v4": Experiment("v3 with multi-depth supervision", "§4.2; PROTOCOL §4.3", "small", _sandwich, multi_depth=True),
+    "v5": Experiment("23M-family sandwich, single-depth, full backprop", "§4.1; PROTOCOL §3.4, §4.2", "large",
+                     _sandwich),
+    "v6": Experiment("v5 with multi-depth supervision", "§4.2; PROTOCOL §4.3", "large", _sandwich, multi_depth=True),
+    "v7": Experiment("23M sandwich, long run, paper-form phantom gradient", "§3, §5.5; PROTOCOL §4.4-4.5", "large",
+                     _sandwich, "long", backprop="phantom"),
+    "v9": Experiment("iso-parameter vanilla: five distinct standard layers", "§5.5; PROTOCOL §3.6", "large",
+                     lambda s: "S*5", "long"),
+    "v10": Experiment("23M sandwich, long run, full backprop", "§5.5; PROTOCOL §4.5", "large", _sandwich, "long"),
+    "v12": Experiment("two loops with a bridge layer", "§5.5; PROTOCOL §3.5", "large",
+                      lambda s: f"S {_loops('A', s.K // 2)} S {_loops('B', s.K - s.K // 2)} S", "long"),
+    "v13": Experiment("three loops", "§5.5; PROTOCOL §3.5", "large", lambda s: f"S {_loops('ABC', s.K)} S", "long"),
+    "v14": Experiment("four loops, no closing standard layer", "§5.5; PROTOCOL §3.5", "large",
+                      lambda s: f"S {_loops('ABCD', s.K)}", "long"),
+    "v14c": Experiment("v14 with the closing standard layer restored (the confound the paper names)", "§5.5 (ours)",
+                       "large", lambda s: f"S {_loops('ABCD', s.K)} S", "long"),
+    "v9c": Experiment("compute-matched vanilla: one distinct layer per layer application of the tied sandwich",
+                      "PROTOCOL §6.6 (v18 analogue; ours)", "large", lambda s: f"S*{s.K + 4}", "long"),
+}
+
+
+def _lookup(name: str) -> Experiment:
+    if name not in EXPERIMENTS:
+        raise ValueError(f"unknown experiment {name!r}: expected one of {list(EXPERIMENTS)}")
+    return EXPERIMENTS[name]
+
+
+def _data_config(s: Scale) -> DataConfig:
+    corpus = s.corpus
+    if corpus == "minimind":
+        corpus = os.environ.get("TIEDLM_MINIMIND", "")
+        if not corpus:
+            raise ValueError("the paper scale trains on the minimind pretraining JSONL: set TIEDLM_MINIMIND to its "
+                             "local path (e.g. /data/pretrain_hq.jsonl), or to "
+                             "hf://jingyaogong/minimind_dataset/pretrain_hq.jsonl to download it from the hub")
+    return DataConfig(corpus=corpus, vocab_size=s.vocab_size, seq_len=s.seq_len, max_docs=s.max_docs, split=s.split)
+
+
+def _apply_overrides(run: RunConfig, overrides: dict[str, Any]) -> RunConfig:
+    """Overrides are dotted keys into the run config: {"model.block": "residual", "train.steps": 500}."""
+    parts: dict[str, dict[str, Any]] = {"model": {}, "train": {}, "data": {}}
+    for key, value in overrides.items():
+        section, _, fld = key.partition(".")
+        if section not in parts or fld not in {f.name for f in dataclasses.fields(getattr(run, section))}:
+            raise ValueError(f"unknown override {key!r}: expected 'model.<field>', 'train.<field>' or 'data.<field>'")
+        parts[section][fld] = value
+    model = dataclasses.replace(run.model, **parts["model"])
+    data = dataclasses.replace(run.data, **parts["data"])
+    if "vocab_size" in parts["data"] and "vocab_size" not in parts["model"]:
+        model = dataclasses.replace(model, vocab_size=data.vocab_size)
+    return RunConfig(run.name, run.scale, model, dataclasses.replace(run.train, **parts["train"]), data)
+
+
+def experiment(name: str, scale: str = "cpu", seed: int = 0, overrides: dict[str, Any] | None = None) -> RunConfig:
+    """The run config of a named experiment at a scale. ``overrides`` change fields by dotted key."""
+    exp = _lookup(name)
+    check_seed(seed)
+    s = get_scale(scale)
+    overrides = dict(overrides or {})
+    size_name = overrides.pop("size", exp.size)  # "small" | "large": the scale's size preset
+    if size_name not in ("small", "large"):
+        raise ValueError(f"size must be 'small' or 'large', got {size_name!r}")
+    size: Size = getattr(s, size_name)
+    model = ModelConfig(vocab_size=s.vocab_size, d_model=size.d_model, n_heads=size.n_heads, layout=exp.layout(s),
+                        max_seq_len=s.seq_len)
+    train = TrainConfig(batch_size=s.batch_size, lr=size.lr, lr_min=size.lr_min, seed=seed, data_seed=42 + seed,
+                        log_every=s.log_every, **exp.train_fields(s))
+    run = RunConfig(name, scale, model, train, _data_config(s))
+    return _apply_overrides(run, overrides) if overrides else run
+
+
+def continuation(base: RunConfig, name: str, steps: int, lr: float, **train: Any) -> RunConfig:
+    """A run that starts from ``base``'s final weights with a fresh optimiser and a constant lr (paper B's training
+    intervention; SFT). ``train`` overrides further TrainConfig fields (e.g. depth_sampling="uniform")."""
+    source = f"{base.scale}/{base.cache_name()}/model.safetensors"  # relative to the runs directory
+    kw = {"steps": steps, "lr": lr, "lr_min": lr, "warmup": 0, "schedule": "constant", "init_from": source, **train}
+    return RunConfig(name, base.scale, base.model, dataclasses.replace(base.train, **kw), base.data)
+
+
+def sft_run(base: RunConfig, name: str, loss: str = "paper", steps: int | None = None, lr: float | None = None,
+            conversations: str | None = None) -> RunConfig:
+    """SFT from ``base``'s final weights as PROTOCOL §4.6: a fresh AdamW with default betas, constant lr (the paper:
+    1e-4, a quarter of the 23M peak; default here: a quarter of the base's peak), batch as in pre-training; loss
+    protocol ``"paper"`` (the whole suffix, pad targets included) or ``"masked"`` (response tokens only)."""
+    cfg = continuation(base, name, steps or max(2, base.train.steps // 4), lr or base.train.lr / 4,
+                       betas=(0.9, 0.999), pad_targets="include")
+    data = dataclasses.replace(base.data, task="sft", sft_loss=loss, conversations=conversations)
+    return dataclasses.replace(cfg, data=data)
+
+
+def paper_config(name: str) -> ModelConfig:
+    """The exact model of a paper version (PROTOCOL §3.4) at V = 23005."""
+    if name not in EXPERIMENTS:
+        raise ValueError(f"unknown paper version {name!r}: expected one of {list(EXPERIMENTS)}")
+    s, exp = SCALES["paper"], EXPERIMENTS[name]
+    size = getattr(s, exp.size)
+    return ModelConfig(vocab_size=s.vocab_size, d_model=size.d_model, n_heads=size.n_heads, layout=exp.layout(s),
+                       max_seq_len=s.seq_len)

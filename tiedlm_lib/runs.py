@@ -1,0 +1,101 @@
+"""The runs cache: each run trained once per exact configuration, shared by every notebook and process.
+
+A run lives in ``runs/<scale>/<name>-s<seed>-<fingerprint>/``; the fingerprint hashes the fields of the config that
+differ from their defaults (``RunConfig.fingerprint``). An entry is complete once ``result.json`` is written, after
+the final weights. Concurrent callers asking for one run wait on a file lock and train it once; under torchrun every
+rank trains together and rank 0 decides whether training is needed.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from . import distributed
+from .atomic import atomic_write_text
+from .checkpoint import config_diff, load_model
+from .config import LABELS, RunConfig
+from .model import TiedLM
+from .paths import runs_dir
+from .registry import experiment
+
+
+@dataclass
+class Run:
+    config: RunConfig
+    dir: Path
+    model: TiedLM
+    fresh: bool = False  # trained (or resumed) by this call rather than loaded from the cache
+
+    @property
+    def metrics(self) -> list[dict[str, Any]]:
+        p = self.dir / "metrics.jsonl"
+        return [json.loads(line) for line in p.read_text().splitlines()] if p.is_file() else []
+
+    @property
+    def result(self) -> dict[str, Any]:
+        return json.loads((self.dir / "result.json").read_text())
+
+
+class StaleRunError(ValueError):
+    """A cache entry whose stored config disagrees with the config that hashed to it (a default changed)."""
+
+
+def run_dir(run: RunConfig, root: str | Path | None = None) -> Path:
+    root = Path(root) if root is not None else runs_dir()
+    return root / run.scale / run.cache_name()
+
+
+def is_complete(path: Path) -> bool:
+    """A run is complete only once result.json exists; it is written last, after the final weights."""
+    return (path / "result.json").is_file() and (path / "model.safetensors").is_file()
+
+
+def check_entry(path: Path, cfg: RunConfig) -> None:
+    """Refuse a cache entry trained with other values than ``cfg`` has. The fingerprint leaves out fields at their
+    default, so an entry made before a default changed hashes like a config with the new default; its stored
+    config.json still records the old value. Fields the stored config lacks (added later) hold their default."""
+    stored = json.loads((path / "config.json").read_text())
+    diffs = config_diff(stored, cfg.to_dict(), ignore=LABELS, missing_ok=True)
+    if diffs:
+        raise StaleRunError(f"runs cache entry {path} was trained with another configuration than its fingerprint "
+                            f"now describes ({'; '.join(diffs)}): a default changed since it was trained; delete "
+                            "the entry to retrain it, or set the old value explicitly")
+
+
+def get_run(name_or_config: str | RunConfig, scale: str = "cpu", seed: int = 0,
+            overrides: dict[str, Any] | None = None, *, root: str | Path | None = None, train_if_missing: bool = True,
+            progress: bool | None = None, device: str = "cpu") -> Run:
+    """A trained run from the cache, training (or resuming) it first if needed. Concurrent callers asking for the
+    same run wait on a file lock instead of training it twice."""
+    from .training import FINAL, train  # the training loop imports the whole data stack; the cache alone does not
+
+    cfg = name_or_config if isinstance(name_or_config, RunConfig) else experiment(name_or_config, scale, seed,
+                                                                                  overrides)
+    path = run_dir(cfg, root)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    distributed.init_from_env(torch.device(device))
+    rank, world = distributed.rank_world()
+    with open(path.parent / f".{path.name}.lock", "w") as lock:
+        if rank == 0:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+        fresh = distributed.broadcast_object(not is_complete(path))
+        if not fresh:
+            check_entry(path, cfg)
+        elif not train_if_missing:
+            raise FileNotFoundError(f"run {cfg.name}/{cfg.scale}/seed {cfg.train.seed} is not in the cache: {path}")
+        else:
+            res = train(cfg, path, progress=progress, device=device)
+            if rank == 0:
+                atomic_write_text(path / "result.json", json.dumps(
+                    {"final_loss": res.final_loss, "skipped_steps": res.skipped_steps, "seconds": res.seconds,
+                     "steps": cfg.train.steps, "params": res.model.num_params(), "alpha": res.model.alphas(),
+                     "processes": world}, indent=1))
+                (path / "checkpoint.safetensors").unlink(missing_ok=True)  # the final weights supersede it
+            distributed.barrier()
+    return Run(cfg, path, load_model(path / FINAL, cfg.model), fresh)

@@ -28,6 +28,7 @@ import torch.nn.functional as F
 from _common import train_step, write_csv  # benchmarks/ is the script's directory
 
 from tiedlm_lib import TiedLM, TrainConfig, experiment
+from tiedlm_lib.analysis import depth_grid
 from tiedlm_lib.data import shift_targets
 
 
@@ -260,7 +261,7 @@ def main() -> None:
             K = max(run.model.trained_depth.values())
             lib.eval()
             # two sweeps: the k-sweep's powers of two, and every depth 1..K (what post-hoc exit needs)
-            for depths in ([2 ** i for i in range(K.bit_length()) if 2 ** i <= K], list(range(1, K + 1))):
+            for depths in (depth_grid(K), list(range(1, K + 1))):
                 t_one = time_sweep(lib, x, depths, a.steps, one_pass=True)
                 t_sep = time_sweep(lib, x, depths, a.steps, one_pass=False)
                 # the expected ratio from block applications: separate passes run bottom + k + top per depth; one

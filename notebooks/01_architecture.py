@@ -86,7 +86,7 @@ cells = []
 for v, m in models.items():
     x = 0
     for seg in m.segments:
-        for i in range(seg.iters):
+        for _ in range(seg.iters):
             cells.append({"version": v, "position": x, "block": seg.name if seg.kind == "loop" else "standard",
                           "kind": seg.kind})
             x += 1
@@ -152,6 +152,6 @@ norms[norms.iteration == S.K].pivot_table(index=["block form", "when"], columns=
 # %% [markdown]
 # ## Claims
 #
-# No claim of CLAIMS.md belongs to §2; the parameter counts above are checked by an assertion (and by the test
+# No claim of docs/claims.md belongs to §2; the parameter counts above are checked by an assertion (and by the test
 # suite). The block form's consequences are judged where they matter: depth scaling (section 03, Q3) and the fixed
 # point that cannot exist (section 09, A18).

@@ -16,7 +16,7 @@
 # | `full` | exact | grows with k |
 # | `checkpoint` | exact (recomputes each iteration's activations) | about phantom's |
 # | `phantom` | the paper's: one step at the loop input | one step |
-# | `phantom-last` | the standard one-step form at the last state (bottom stack via a straight-through identity) | one step |
+# | `phantom-last` | the standard one-step form at the last state (bottom stack: straight-through identity) | one step |
 # | `truncated:4` | through the last 4 iterations | four steps |
 
 # %% tags=["parameters"]
@@ -70,12 +70,14 @@ rep.chart(m | t, "memory_time")
 # %%
 b = bench.set_index(["mode", "k"])
 kmax = int(bench.k.max())
-ratios = pd.DataFrame([{"k": k, "phantom/full memory": b.loc[("phantom", k), "peak_MiB"] / b.loc[("full", k), "peak_MiB"],
-                        "phantom/full time": b.loc[("phantom", k), "s_per_step"] / b.loc[("full", k), "s_per_step"],
-                        "checkpoint/phantom memory": b.loc[("checkpoint", k), "peak_MiB"] / b.loc[("phantom", k),
-                                                                                                  "peak_MiB"],
-                        "checkpoint/full time": b.loc[("checkpoint", k), "s_per_step"] / b.loc[("full", k),
-                                                                                              "s_per_step"]}
+def ratio(a, b_, k, col):
+    return b.loc[(a, k), col] / b.loc[(b_, k), col]
+
+
+ratios = pd.DataFrame([{"k": k, "phantom/full memory": ratio("phantom", "full", k, "peak_MiB"),
+                        "phantom/full time": ratio("phantom", "full", k, "s_per_step"),
+                        "checkpoint/phantom memory": ratio("checkpoint", "phantom", k, "peak_MiB"),
+                        "checkpoint/full time": ratio("checkpoint", "full", k, "s_per_step")}
                        for k in sorted(bench.k.unique())])
 rep.table(ratios.round(3), "ratios")
 

@@ -112,7 +112,7 @@ rep.chart((ours | theirs).resolve_scale(color="independent"), "nll_vs_k")
 norm_rows = []
 for (name, form, seed), r in runs.items():
     batches = list(heldout(r.config, n_docs=4 * S.batch_size)())
-    for loop, d in state_norms(r.model, batches, 2 * K).items():
+    for d in state_norms(r.model, batches, 2 * K).values():
         for i, (ratio, res) in enumerate(zip(d["ratio"], d["residual"] + [float("nan")])):
             norm_rows.append({"size": SIZES[name], "run": name, "block": form, "seed": seed, "iteration": i,
                               "norm_ratio": ratio, "rel_residual": res})
@@ -168,8 +168,8 @@ for protocol, metric in (("paper", "with_pad"), ("corrected", "masked")):
     rep.claim("A1", verdict(holds, contra and not holds),
               f"NLL({metric}) gap k=1 minus k=K has 95% CI above 0 and the sweep is non-increasing to K, "
               "for every size and seed (paper block form)",
-              {f"{r.run}/s{r.seed}": {"gap": r["gap k1-kK"], "ci": [r.ci_lo, r.ci_hi], "monotone": bool(r["monotone to K"])}
-               for _, r in g.iterrows()}, protocol)
+              {f"{r.run}/s{r.seed}": {"gap": r["gap k1-kK"], "ci": [r.ci_lo, r.ci_hi],
+                                      "monotone": bool(r["monotone to K"])} for _, r in g.iterrows()}, protocol)
 
     diffs = {}
     for seed in seeds:

@@ -26,7 +26,6 @@ pool = 5000  # train-overlap: draw from the first `pool` training documents (the
 
 # %%
 import altair as alt
-import numpy as np
 import pandas as pd
 
 from tiedlm_lib import get_run
@@ -161,7 +160,7 @@ pairs.round(3)
 
 # %%
 mem_rows = []
-for (name, seed), r in models.items():
+for name, seed in models:
     e_tr = mean_ci(scores[name, seed, "train-overlap"], "masked", n_boot, seed)
     e_ho = mean_ci(scores[name, seed, "heldout"], "masked", n_boot, seed)
     mem_rows.append({"model": name, "seed": seed, "seen": overlap[name, seed], "real, train-overlap": e_tr.point,

@@ -149,7 +149,7 @@ rep.claim("A14", v, "the same after SFT (paper protocol) of both models", ev, "c
 v, ev, _ = judged("phantom - full", want="above 0")
 rep.claim("A10", v, "phantom(v7) - full(v10) real-token suffix NLL: 95% CI above 0 in every seed", ev, "paper")
 sv = seed_verdict(ests["tied - vanilla", "suffix real-token"])
-_ = rep.claim("Q4", answer(sv != "within noise", sv == "within noise"), "the tied - vanilla gap has one sign with CIs "
-              "excluding 0 in every seed", {"tied - vanilla": sv,
-                                            "phantom - full": seed_verdict(ests["phantom - full", "suffix real-token"])},
+_ = rep.claim("Q4", answer(sv != "within noise", sv == "within noise"),
+              "the tied - vanilla gap has one sign with CIs excluding 0 in every seed",
+              {"tied - vanilla": sv, "phantom - full": seed_verdict(ests["phantom - full", "suffix real-token"])},
               "corrected")

@@ -49,7 +49,7 @@ import numpy as np
 import pandas as pd
 
 from tiedlm_lib import get_run
-from tiedlm_lib.analysis import cached_corpus
+from tiedlm_lib.analysis import cached_corpus, depth_grid
 from tiedlm_lib.claims import answer, verdict
 from tiedlm_lib.data import eval_batches
 from tiedlm_lib.dcp import decompose, evaluate_schedules, readout_share, split_documents
@@ -88,8 +88,7 @@ pd.DataFrame([{"model": m, "run": r.config.name, "seed": s, "layout": r.config.m
 
 # %%
 def ks_for(N):
-    return sorted({2 ** i for i in range(N.bit_length()) if 2 ** i <= N} | {N, max(1, N // 2)}) if N > 5 else \
-        list(range(1, N + 1))
+    return depth_grid(N, extra=[max(1, N // 2)]) if N > 5 else list(range(1, N + 1))
 
 
 def doc_sets(run, seed):
@@ -297,13 +296,13 @@ rep.claim("B4", verdict(all(abs(v) < 0.01 for v in deltas.values()), any(abs(v) 
 
 ev, b5, b5c = {}, [], []
 for s in seeds:
-    I = iv[(iv.seed == s) & (iv.calibration == "affine")].set_index("arm")
-    fx, sm = I.loc["fixed"], I.loc["sampled"]
+    arms = iv[(iv.seed == s) & (iv.calibration == "affine")].set_index("arm")
+    fx, sm = arms.loc["fixed"], arms.loc["sampled"]
     b5.append(sm["share"] < fx["share"] and sm["share hi"] < fx["share lo"] and
               abs(sm["T at k=1"] - 1) < abs(fx["T at k=1"] - 1))
     b5c.append(sm["share lo"] > fx["share hi"])
-    ev[f"s{s}"] = {arm: {"share": [I.loc[arm, "share"], I.loc[arm, "share lo"], I.loc[arm, "share hi"]],
-                         "T_k1": I.loc[arm, "T at k=1"]} for arm in I.index}
+    ev[f"s{s}"] = {arm: {"share": [arms.loc[arm, "share"], arms.loc[arm, "share lo"], arms.loc[arm, "share hi"]],
+                         "T_k1": arms.loc[arm, "T at k=1"]} for arm in arms.index}
 rep.claim("B5", verdict(all(b5), any(b5c)), "sampled arm: affine calibration share below the fixed arm's (CIs "
           "disjoint) and T at k=1 closer to 1", ev, "corrected")
 
@@ -350,12 +349,12 @@ summary.round(3)
 
 # %%
 mean_share = float(np.mean(summary["readout share (affine)"]))
-I = iv[iv.calibration == "affine"].groupby("arm")[["NLL k=1", f"NLL k={N0}", "raw gap", "share"]].mean()
+arm_means = iv[iv.calibration == "affine"].groupby("arm")[["NLL k=1", f"NLL k={N0}", "raw gap", "share"]].mean()
 reading = {"no": "less than a fifth of it is readout: the slope is mostly computation",
            "yes": "at least a fifth of it is readout miscalibration, not computation",
            "inconclusive": "the CIs do not settle whether a fifth or more of it is readout"}[q1]
 print(f"single-depth models: on average {mean_share:.0%} of the k=1..N gap is recovered by recalibrating the readout "
       f"(affine); {reading} (Q1: {q1}).")
-print(f"intervention ({steps} steps): fixed arm NLL k=1 {I.loc['fixed', 'NLL k=1']:.3f}, k={N0} "
-      f"{I.loc['fixed', f'NLL k={N0}']:.3f}; sampled arm k=1 {I.loc['sampled', 'NLL k=1']:.3f}, k={N0} "
-      f"{I.loc['sampled', f'NLL k={N0}']:.3f}")
+print(f"intervention ({steps} steps): fixed arm NLL k=1 {arm_means.loc['fixed', 'NLL k=1']:.3f}, k={N0} "
+      f"{arm_means.loc['fixed', f'NLL k={N0}']:.3f}; sampled arm k=1 {arm_means.loc['sampled', 'NLL k=1']:.3f}, k={N0} "
+      f"{arm_means.loc['sampled', f'NLL k={N0}']:.3f}")

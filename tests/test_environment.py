@@ -1,7 +1,10 @@
 """The three descriptions of the environment stay consistent: requirements.txt (pinned), environment.yml (conda),
-pyproject.toml (floors)."""
+pyproject.toml (floors); the code stays lint-clean and its functions short."""
 
+import ast
 import re
+import subprocess
+import sys
 import tomllib
 from pathlib import Path
 
@@ -40,3 +43,21 @@ def test_pyproject_uses_floors_that_the_pins_satisfy():
         assert name.lower() in pins, f"{name} is a dependency but not pinned in requirements.txt"
         assert version(pins[name.lower()]) >= version(floor), dep
     assert not any("==" in d for d in deps), "the library keeps floors; pins belong in requirements.txt"
+
+
+def test_ruff_is_clean_on_the_library_tests_benchmarks_and_notebook_sources():
+    """The notebooks' py:percent sources are linted too, with the two rules that do not suit notebooks relaxed
+    (pyproject.toml: imports after prose, a bare expression to display a value)."""
+    sources = sorted(str(p.relative_to(ROOT)) for p in (ROOT / "notebooks").glob("*.py"))
+    res = subprocess.run([sys.executable, "-m", "ruff", "check", "tiedlm_lib", "tests", "benchmarks", *sources],
+                         cwd=ROOT, capture_output=True, text=True)
+    assert res.returncode == 0, res.stdout + res.stderr
+
+
+def test_no_library_function_is_longer_than_60_lines():
+    long = []
+    for path in sorted((ROOT / "tiedlm_lib").glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.end_lineno - node.lineno >= 60:
+                long.append(f"{path.name}:{node.lineno} {node.name} ({node.end_lineno - node.lineno + 1} lines)")
+    assert not long, long

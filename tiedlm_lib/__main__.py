@@ -14,7 +14,14 @@ import json
 import sys
 import time
 
+from .analysis import depth_grid
 from .atomic import atomic_write_text
+from .checkpoint import CheckpointError
+from .data import eval_batches, prepare_corpus
+from .distributed import rank_world
+from .evaluation import depth_stats, evaluate_nll, maxprob_exit
+from .experiments import EXPERIMENTS, SCALES, experiment, get_run, paper_config
+from .model import TiedLM
 
 
 def _parse_set(items: list[str]) -> dict:
@@ -59,8 +66,6 @@ def _table(rows: list[dict], cols: list[str]) -> str:
 
 
 def cmd_list(args) -> None:
-    from .experiments import EXPERIMENTS, SCALES
-
     print("experiments:")
     for name, e in EXPERIMENTS.items():
         print(f"  {name:5s} {e.description}  [{e.reference}]")
@@ -72,9 +77,6 @@ def cmd_list(args) -> None:
 
 
 def cmd_info(args) -> None:
-    from .experiments import experiment, paper_config
-    from .model import TiedLM
-
     if args.scale == "paper":
         cfg = paper_config(args.name)
         print(json.dumps({"model": cfg.__dict__}, indent=1))
@@ -86,9 +88,6 @@ def cmd_info(args) -> None:
 
 
 def cmd_train(args) -> None:
-    from .distributed import rank_world
-    from .experiments import experiment, get_run
-
     run = experiment(args.name, args.scale, args.seed, _parse_set(args.set))
     t = time.perf_counter()
     r = get_run(run, root=args.runs, progress=True, device=args.device)
@@ -101,10 +100,6 @@ def cmd_train(args) -> None:
 
 
 def cmd_eval(args) -> None:
-    from .data import eval_batches, prepare_corpus
-    from .evaluation import depth_stats, maxprob_exit
-    from .experiments import experiment, get_run
-
     run = experiment(args.name, args.scale, args.seed, _parse_set(args.set))
     # every argument is checked before anything is trained or written
     wanted_depths = _ints(args.depths, "--depths") if args.depths else None
@@ -126,14 +121,12 @@ def cmd_eval(args) -> None:
                             n_docs=args.docs, seed=999)
 
     if K is None:
-        from .evaluation import evaluate_nll
 
         stats = evaluate_nll(model, batches(), device=args.device)
         report["nll"] = stats.row()
         print(_table([stats.row()], ["nll_masked", "nll_with_pad", "pad_fraction", "real_tokens"]))
     else:
-        depths = wanted_depths or sorted({2 ** i for i in range(K.bit_length())}
-                                                                           | {K, 2 * K})
+        depths = wanted_depths or depth_grid(K, [2 * K])
         ds = depth_stats(model, batches(), depths, args.device)
         report["k_sweep"] = ds.table()
         print(f"k sweep on {len(ds.doc_index)} validation documents ({args.sampling} sampling):")
@@ -177,7 +170,6 @@ def main(argv: list[str] | None = None) -> int:
             sp.add_argument("--docs", type=int, default=None, help="evaluate the first N validation documents")
             sp.add_argument("--no-train", action="store_true", help="fail instead of training a missing run")
     args = p.parse_args(argv)
-    from .checkpoint import CheckpointError
 
     try:
         args.fn(args)

@@ -3,16 +3,16 @@ exit-versus-uniform comparisons and saturation depths. Each returns plain data (
 
 from __future__ import annotations
 
-import math
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from functools import lru_cache
 
 import numpy as np
 import torch
 
+from .benchmark import suffix_nll
 from .config import DataConfig, RunConfig
 from .data import PAD_ID, Corpus, EvalBatch, eval_batches, prepare_corpus
-from .evaluation import DepthStats, NLLStats, exit_nll, maxprob_exit
+from .evaluation import DepthStats, NLLStats, evaluate_nll, exit_nll, maxprob_exit
 from .model import TiedLM, eval_mode
 from .stats import Estimate, interpolate, paired_diff, value
 
@@ -29,12 +29,16 @@ def heldout(run: RunConfig, n_docs: int | None = None) -> Callable[[], Iterator[
     return lambda: eval_batches(corpus.val, run.data.seq_len, run.train.batch_size, n_docs=n_docs)
 
 
+def depth_grid(K: int, extra: Iterable[int] = ()) -> list[int]:
+    """The depths a sweep evaluates: powers of two up to K, K itself, and any ``extra`` depths, sorted."""
+    if not isinstance(K, int) or K < 1:
+        raise ValueError(f"K must be a positive integer (the trained depth), got {K!r}")
+    return sorted({2 ** i for i in range(K.bit_length())} | {K} | set(extra))
+
+
 def sweep_depths(K: int, extrapolate: float = 2.0) -> list[int]:
-    """Powers of two up to K, K itself, and depths past K up to extrapolate·K (to show extrapolation)."""
-    ks = {2 ** i for i in range(int(math.log2(K)) + 1)} | {K}
-    top = int(extrapolate * K)
-    ks |= {k for k in (int(1.5 * K), top) if k > K}
-    return sorted(ks)
+    """The depth grid with depths past K up to extrapolate·K (to show extrapolation)."""
+    return depth_grid(K, [k for k in (int(1.5 * K), int(extrapolate * K)) if k > K])
 
 
 @torch.no_grad()
@@ -110,9 +114,6 @@ def saturation_depth(depths: Sequence[int], values: Sequence[float], frac: float
 def heldout_scores(run, bench=None, n_docs: int | None = None) -> dict[str, NLLStats]:
     """A trained run's held-out NLLs: full-sequence (every held-out document once, masked and with pad) and, given a
     suffix benchmark, its per-draw suffix NLL."""
-    from .benchmark import suffix_nll
-    from .evaluation import evaluate_nll
-
     out = {"full": evaluate_nll(run.model, heldout(run.config, n_docs)())}
     if bench is not None:
         out["suffix"] = suffix_nll(run.model, bench)

@@ -1,7 +1,7 @@
 """The claims ledger: each notebook judges the claims of its section and records a verdict per scale.
 
 ``paper/<scale>/claims.json`` holds one entry per (claim, protocol, notebook): the verdict, the explicit criterion
-it was judged by, and the numbers behind it. Claim IDs and wording follow shared/paper/CLAIMS.md.
+it was judged by, and the numbers behind it. Claim IDs and wording follow docs/claims.md.
 """
 
 from __future__ import annotations
@@ -50,7 +50,7 @@ CLAIMS: dict[str, str] = {
     "Q6": "Does evaluating on sequences the model trained on change the benchmark's conclusions (A11-A14)?",
 }
 
-# What each paper reported for the claim (CLAIMS.md's "reported" column; paper B's numbers from PROTOCOL §8).
+# What each paper reported for the claim (docs/claims.md's "reported" column; paper B's numbers from PROTOCOL §8).
 REPORTED: dict[str, str] = {
     "A1": '7M 6.27→4.36, 23M 5.66→4.25 (k=1→30)',
     "A2": '23M < 7M at every k',
@@ -141,3 +141,38 @@ def record(paper_dir: str | Path, scale: str, notebook: str, claim_id: str, verd
         claims.sort(key=lambda c: (order.index(c["id"]), c["protocol"], c["notebook"]))
         atomic_write_text(path, json.dumps({"scale": scale, "claims": claims}, indent=1))
     return entry
+
+
+FINDINGS_BEGIN = "<!-- findings: generated from paper/cpu/claims.json by tiedlm_lib.claims.findings_markdown -->"
+FINDINGS_END = "<!-- findings: end -->"
+
+
+def findings_markdown(ledger: dict[str, Any]) -> str:
+    """The headline table: one row per claim the ledger judges, its verdict under each protocol (several sections'
+    verdicts on one claim joined with " / ") and the sections that judged it."""
+    by_id: dict[str, dict[str, list[str]]] = {}
+    for c in ledger.get("claims", []):
+        row = by_id.setdefault(c["id"], {"paper": [], "corrected": [], "section": []})
+        protocols = ("paper", "corrected") if c["protocol"] == "both" else (c["protocol"],)
+        for key, value in [(p, c["verdict"]) for p in protocols] + [("section", c["notebook"])]:
+            if value not in row[key]:
+                row[key].append(value)
+    lines = ["| id | claim | paper-faithful protocol | corrected protocol | section |", "|---|---|---|---|---|"]
+    for cid in sorted(by_id, key=list(CLAIMS).index):
+        row = by_id[cid]
+        lines.append(f"| {cid} | {CLAIMS[cid]} | {' / '.join(row['paper']) or '—'} | "
+                     f"{' / '.join(row['corrected']) or '—'} | {', '.join(row['section'])} |")
+    return "\n".join(lines)
+
+
+def update_findings(readme: str | Path, ledger: dict[str, Any]) -> bool:
+    """Rewrite the README's findings block from the ledger; True if it changed."""
+    path = Path(readme)
+    text = path.read_text()
+    if FINDINGS_BEGIN not in text or FINDINGS_END not in text:
+        raise ValueError(f"{path} has no findings block ({FINDINGS_BEGIN!r} ... {FINDINGS_END!r})")
+    head, rest = text.split(FINDINGS_BEGIN, 1)
+    new = f"{head}{FINDINGS_BEGIN}\n{findings_markdown(ledger)}\n{FINDINGS_END}{rest.split(FINDINGS_END, 1)[1]}"
+    if new != text:
+        atomic_write_text(path, new)
+    return new != text

@@ -23,6 +23,7 @@ from pathlib import Path
 
 import numpy as np
 import torch
+from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 from tqdm.auto import tqdm
 
 from .atomic import atomic_write
@@ -218,8 +219,6 @@ def corpus_fingerprint(ds: datasets.Dataset) -> str:
 # ---------------------------------------------------------------------------------------------------- tokenizer
 def train_tokenizer(texts: Sequence[str], vocab_size: int):
     """A byte-level BPE tokenizer with the special tokens at ids 0..3 (pad = 0)."""
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
-
     min_size = 256 + len(SPECIAL_TOKENS)
     if vocab_size < min_size:
         raise ValueError(f"vocab_size must be >= {min_size} for a byte-level BPE tokenizer, got {vocab_size}")
@@ -235,8 +234,6 @@ def train_tokenizer(texts: Sequence[str], vocab_size: int):
 
 
 def load_tokenizer(path: str | Path, vocab_size: int | None = None):
-    from tokenizers import Tokenizer
-
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"tokenizer file not found: {path}")

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 import torch.nn.functional as F
+from tqdm.auto import tqdm
 
 from .data import PAD_ID, EvalBatch
 from .evaluation import NLLStats
@@ -200,8 +201,6 @@ def evaluate_schedules(model, cal_batches: Callable[[], Iterable[EvalBatch]],
     """Raw and recalibrated NLL for each (schedule, k), with each recalibration fitted per condition on the
     calibration documents (disjoint from the evaluation documents unless ``in_sample=True``, which fits on the
     evaluation documents themselves, as paper B's recurrent script did)."""
-    from tqdm.auto import tqdm
-
     head = model.head
     out = {}
     todo = [(s, k) for s in schedules for k in ks]

@@ -22,6 +22,7 @@ import time
 from pathlib import Path
 
 from .atomic import atomic_write_text
+from .claims import read_ledger, update_findings
 from .paths import project_root
 
 ABSTRACT = """\
@@ -54,9 +55,9 @@ class NotebookFailed(RuntimeError):
 
 def execute(scale: str, only: list[str] | None = None, root: Path | None = None, log=print) -> list[dict]:
     """Execute the notebooks with papermill into paper/<scale>/; returns [{notebook, seconds}]."""
-    import papermill as pm
+    import papermill as pm  # notebook machinery only when executing, not for the HTML
 
-    from .experiments import get_scale
+    from .experiments import get_scale  # torch only when executing
 
     get_scale(scale)
     root = root or project_root()
@@ -190,6 +191,8 @@ def main(argv: list[str] | None = None) -> int:
         if not a.html_only:
             execute(a.scale, only, log=lambda m: print(m, flush=True))
         index = render_html(a.scale)
+        if a.scale == "cpu":  # the README's headline table is the cpu ledger's
+            update_findings(project_root() / "README.md", read_ledger(project_root() / "paper" / "cpu"))
     except (ValueError, FileNotFoundError, NotebookFailed) as e:
         print(f"error: {e}", file=sys.stderr)
         return 1

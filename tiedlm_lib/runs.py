@@ -23,6 +23,7 @@ from .config import LABELS, RunConfig
 from .model import TiedLM
 from .paths import runs_dir
 from .registry import experiment
+from .training import FINAL, train
 
 
 @dataclass
@@ -73,8 +74,6 @@ def get_run(name_or_config: str | RunConfig, scale: str = "cpu", seed: int = 0,
             progress: bool | None = None, device: str = "cpu") -> Run:
     """A trained run from the cache, training (or resuming) it first if needed. Concurrent callers asking for the
     same run wait on a file lock instead of training it twice."""
-    from .training import FINAL, train  # the training loop imports the whole data stack; the cache alone does not
-
     cfg = name_or_config if isinstance(name_or_config, RunConfig) else experiment(name_or_config, scale, seed,
                                                                                   overrides)
     path = run_dir(cfg, root)

@@ -25,7 +25,7 @@ import numpy as np
 import torch
 
 from .benchmark import suffix_start
-from .data import PAD_ID, SeededStream
+from .data import PAD_ID, SeededStream, load_conversations
 
 IM_START, IM_END = 2, 3
 IGNORE = -100
@@ -105,8 +105,6 @@ def build(tok, pairs: Sequence[tuple[str, str]], seq_len: int) -> SFTData:
 def sft_data(run, corpus, split: str = "train") -> SFTData:
     """The run's conversations rendered: minimind JSONL (``data.conversations``) or the corpus-derived task on the
     given split of the corpus."""
-    from .data import load_conversations
-
     if run.data.conversations:
         convs = load_conversations(run.data.conversations)["conversations"]
         pairs = conversation_pairs(convs)

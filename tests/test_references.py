@@ -1,0 +1,96 @@
+"""Every reference in the repository's sources resolves inside the repository: "PROTOCOL §n" to a heading of
+docs/protocol.md, file names such as docs/claims.md to files, Markdown links to files; nothing points at folders
+outside the clone. The generated outputs under paper/ and figures/ are records of a run (they are rebuilt from these
+sources) and are not scanned."""
+
+import re
+import subprocess
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+SUFFIXES = {".py", ".md", ".csv", ".toml", ".yml", ".yaml", ".txt", ".cfg", ".ipynb"}
+GENERATED = ("paper/", "figures/", "benchmarks/results/")
+SECTION = r"\d+(?:\.\d+)?"
+PROTOCOL_REF = re.compile(rf"PROTOCOL\s*§\s*({SECTION}(?:\s*[-–]\s*{SECTION})?(?:\s*(?:,|and)\s*§\s*{SECTION}"
+                          rf"(?:\s*[-–]\s*{SECTION})?)*)")
+MD_FILE = re.compile(r"(?<![\w/.-])(?<!href=\")((?:\.\./|\./)?[\w./-]*[\w-]\.md)\b")  # not links the HTML writer makes
+MD_LINK = re.compile(r"\]\(([^)\s#]+)(?:#[^)]*)?\)")
+OUTSIDE = re.compile(r"\.\./shared|shared/paper|/work/|/root/|/home/")
+
+
+def source_files() -> list[Path]:
+    try:
+        names = subprocess.run(["git", "ls-files"], cwd=ROOT, capture_output=True, text=True, check=True).stdout.split()
+    except (OSError, subprocess.CalledProcessError):  # not a git checkout: every file but the usual build folders
+        names = [str(p.relative_to(ROOT)) for p in ROOT.rglob("*") if p.is_file()
+                 and not any(part.startswith(".") or part in ("build", "runs") for part in p.relative_to(ROOT).parts)]
+    return [ROOT / n for n in names if not n.startswith(GENERATED) and (Path(n).suffix in SUFFIXES or
+                                                                        n in ("Makefile", ".ci/run"))]
+
+
+def protocol_sections(text: str) -> set[str]:
+    return set(re.findall(rf"^#+\s*§({SECTION})\s", text, flags=re.M))
+
+
+def inside(p: Path) -> bool:
+    """An existing path inside the repository (a file next to the clone does not count)."""
+    return p.exists() and p.resolve().is_relative_to(ROOT)
+
+
+def dangling(path: Path, text: str, sections: set[str]) -> list[str]:
+    """The references in ``text`` (of file ``path``) that do not resolve."""
+    bad = []
+    for m in PROTOCOL_REF.finditer(text):
+        for ref in re.findall(SECTION, m.group(1)):
+            if ref not in sections:
+                bad.append(f"PROTOCOL §{ref} (no such heading in docs/protocol.md)")
+    for name in MD_FILE.findall(text):
+        if not any(inside(base / name) for base in (path.parent, ROOT, ROOT / "docs")):
+            bad.append(f"{name} (no such file)")
+    if path.suffix == ".md":
+        for target in MD_LINK.findall(text):
+            if not re.match(r"[a-z]+:", target) and not inside(path.parent / target):
+                bad.append(f"link ({target}) (no such file)")
+    bad += [f"{m.group(0)!r} (outside the repository)" for m in OUTSIDE.finditer(text)]
+    return bad
+
+
+def test_protocol_document_has_every_section_the_code_cites():
+    sections = protocol_sections((ROOT / "docs/protocol.md").read_text())
+    assert {"1", "3.3", "4.4", "6.5", "7.1", "7.14", "8"} <= sections
+
+
+def test_no_reference_in_the_sources_dangles():
+    sections = protocol_sections((ROOT / "docs/protocol.md").read_text())
+    files = source_files()
+    assert len(files) > 50
+    problems = {str(p.relative_to(ROOT)): d for p in files if (d := dangling(p, p.read_text(errors="replace"),
+                                                                              sections))}
+    assert not problems, problems
+
+
+@pytest.mark.parametrize("text, expect", [
+    ("see PROTOCOL §3.3", []),
+    ("see PROTOCOL §9.9", ["PROTOCOL §9.9"]),
+    ("PROTOCOL §4.4-4.9", ["PROTOCOL §4.9"]),
+    ("PROTOCOL §3.4, §12", ["PROTOCOL §12"]),
+    ("claims in ../shared/paper/CLAIMS.md", ["CLAIMS.md", "../shared"]),
+    ("the list in docs/claims.md", []),
+    ("[the protocol](protocol.md) and [gone](nowhere.md)", ["nowhere.md"]),
+])
+def test_the_reference_check_can_fail(text, expect):
+    sections = {"3.3", "3.4", "4.4"}
+    got = dangling(ROOT / "docs" / "x.md", text, sections)
+    assert len(got) >= len(expect) and all(any(e in g for g in got) for e in expect), got
+
+
+def test_the_readme_opens_with_what_it_is_and_its_findings_table_is_the_committed_ledger():
+    from tiedlm_lib.claims import FINDINGS_BEGIN, FINDINGS_END, findings_markdown, read_ledger
+
+    readme = (ROOT / "README.md").read_text()
+    assert readme.startswith("# tiedlm\n\n**tiedlm** is the executable companion")
+    block = readme.split(FINDINGS_BEGIN, 1)[1].split(FINDINGS_END, 1)[0].strip()
+    assert block == findings_markdown(read_ledger(ROOT / "paper" / "cpu"))
+    assert readme.index("## What it found") < readme.index("## Two commands") < readme.index("## The library in ten")

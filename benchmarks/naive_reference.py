@@ -260,7 +260,7 @@ def main() -> None:
         if lib.loop_names and T == 128:
             K = max(run.model.trained_depth.values())
             lib.eval()
-            # two sweeps: the k-sweep's powers of two, and every depth 1..K (what post-hoc exit needs)
+            # two sweeps: the k-sweep's depth grid (powers of two and K), and every depth 1..K (post-hoc exit's)
             for depths in (depth_grid(K), list(range(1, K + 1))):
                 t_one = time_sweep(lib, x, depths, a.steps, one_pass=True)
                 t_sep = time_sweep(lib, x, depths, a.steps, one_pass=False)

@@ -36,7 +36,7 @@ from tiedlm_lib.experiments import get_scale, sft_run
 from tiedlm_lib.generate import SamplingConfig, distinct_n, generate, repetition_rate
 from tiedlm_lib.report import Report
 from tiedlm_lib.reported import reported
-from tiedlm_lib.sft import pad_rate, sft_data, sft_targets
+from tiedlm_lib.sft import IGNORE, pad_rate, sft_data, sft_targets
 from tiedlm_lib.stats import paired_diff
 
 rep = Report("08_sft_generation", scale, figures_dir, paper_dir, seeds=seeds)
@@ -58,7 +58,7 @@ for seed in seeds:
 corpus = cached_corpus(runs["PT", seeds[0]].config.data)
 data = sft_data(runs["SFT paper (suffix, pad targets)", seeds[0]].config, corpus)
 y = sft_targets(data.inputs, "paper")
-print(f"{len(data)} SFT conversations; {float((y[y != -100] == 0).float().mean()):.0%} of the paper protocol's "
+print(f"{len(data)} SFT conversations; {float((y[y != IGNORE] == 0).float().mean()):.0%} of the paper protocol's "
       "targets are pad")
 pd.DataFrame([{"model": n, "seed": s, "steps": r.result["steps"], "lr": r.config.train.lr,
                "final loss": r.result["final_loss"]} for (n, s), r in runs.items()])
@@ -93,19 +93,20 @@ cost.round(3)
 import torch  # noqa: E402
 
 from tiedlm_lib.evaluation import token_ce  # noqa: E402
+from tiedlm_lib.model import eval_mode  # noqa: E402
 
 
 @torch.no_grad()
 def response_nll(model, inputs, batch=32):
     """Mean CE over response tokens of rendered conversations (the masked protocol's targets)."""
-    model.eval()
     tot, n = 0.0, 0
-    for i in range(0, len(inputs), batch):
-        x = inputs[i:i + batch]
-        yy = sft_targets(x, "masked")
-        ce = token_ce(model(x), yy.clamp_min(0))
-        m = yy != -100
-        tot, n = tot + float(ce[m].sum()), n + int(m.sum())
+    with eval_mode(model):
+        for i in range(0, len(inputs), batch):
+            x = inputs[i:i + batch]
+            yy = sft_targets(x, "masked")
+            ce = token_ce(model(x), yy.clamp_min(0))
+            m = yy != IGNORE
+            tot, n = tot + float(ce[m].sum()), n + int(m.sum())
     return tot / n
 
 

@@ -1,12 +1,13 @@
 import dataclasses
 import json
 import time
+from pathlib import Path
 
 import pytest
 
-from tiedlm_lib import EXPERIMENTS, SCALES, TiedLM, experiment, get_run
+from tiedlm_lib import EXPERIMENTS, SCALES, DataConfig, ModelConfig, TiedLM, TrainConfig, experiment, get_run, train
 from tiedlm_lib.__main__ import main
-from tiedlm_lib.checkpoint import save_model
+from tiedlm_lib.checkpoint import CheckpointError, load_model, save_checkpoint, save_model
 from tiedlm_lib.experiments import StaleRunError, run_dir, split_iters
 
 
@@ -161,3 +162,32 @@ def test_size_override_and_the_added_controls():
     with pytest.raises(ValueError, match="size must be 'small' or 'large'"):
         experiment("v10", "cpu", 0, {"size": "huge"})
     assert experiment("v10", "cpu", 0, {"size": "large"}).fingerprint() == experiment("v10", "cpu").fingerprint()
+
+
+def test_every_config_default_is_locked():
+    """The runs cache hashes only non-default fields, so a default is part of what a cached run means. A new field's
+    default must reproduce the behaviour from before it existed, and a changed default makes old cache entries that
+    predate the field hash like new ones. Changing tests/data/config_defaults.json is how such a change is made
+    deliberately (say so in the commit)."""
+    locked = json.loads((Path(__file__).parent / "data" / "config_defaults.json").read_text())
+    now = {cls.__name__: {f.name: json.loads(json.dumps(
+        f.default if f.default is not dataclasses.MISSING else f.default_factory())) for f in dataclasses.fields(cls)}
+        for cls in (ModelConfig, TrainConfig, DataConfig)}
+    assert now == locked
+
+
+def test_a_model_file_that_predates_a_field_loads_and_a_checkpoint_without_its_run_is_refused(tmp_path, smoke_corpus):
+    cfg = experiment("v3", "smoke", overrides={"train.steps": 2})
+    model = TiedLM(cfg.model)
+    meta = {"model": {k: v for k, v in dataclasses.asdict(cfg.model).items() if k != "extra_pos_rows"}}
+    save_checkpoint(tmp_path / "old.safetensors", model.state_dict(), meta)  # written before extra_pos_rows existed
+    assert load_model(tmp_path / "old.safetensors", cfg.model).config == cfg.model
+    with pytest.raises(CheckpointError, match="another model configuration"):
+        load_model(tmp_path / "old.safetensors", dataclasses.replace(cfg.model, extra_pos_rows=0))
+    meta["model"]["removed_option"] = 3  # a field this version no longer has
+    save_checkpoint(tmp_path / "gone.safetensors", model.state_dict(), meta)
+    with pytest.raises(CheckpointError, match="cannot be read by this version"):
+        load_model(tmp_path / "gone.safetensors", cfg.model)
+    save_checkpoint(tmp_path / "checkpoint.safetensors", model.state_dict(), {"model": meta["model"], "step": 1})
+    with pytest.raises(CheckpointError, match="records no run configuration"):
+        train(cfg, tmp_path, smoke_corpus, progress=False)

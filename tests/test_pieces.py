@@ -19,6 +19,15 @@ from tiedlm_lib.training import lm_loss, supervised_loss
 PAPER_LAYOUTS = sorted({experiment(name, "smoke").model.layout for name in EXPERIMENTS})
 
 
+def _by_hand(m, x, depth):
+    """The stack walked without the model's pieces: every segment in layout order, each loop ``depth`` times."""
+    z = m.embed(x)
+    for seg in m.segments:
+        for _ in range(1 if seg.kind == "std" else (seg.iters if depth is None else depth)):
+            z = m.blocks[seg.name](z)
+    return m.head(m.ln_f(z))
+
+
 def _cached(m, x, depth):
     """Logits from the generation path: the prompt's first half at once, then one position at a time."""
     cache: dict = {}
@@ -35,6 +44,7 @@ def test_every_path_agrees_on_every_paper_layout(layout, block):
     x = torch.randint(1, 37, (2, 10), generator=torch.Generator().manual_seed(0))
     with torch.no_grad():
         full = m(x)
+        torch.testing.assert_close(full, _by_hand(m, x, None), rtol=0, atol=1e-12)
         torch.testing.assert_close(plan_logits(m, x, plan(layout, "prefix", budget(layout))), full, rtol=0, atol=1e-12)
         torch.testing.assert_close(_cached(m, x, None), full, rtol=0, atol=1e-10)
         if not m.loop_names:
@@ -42,6 +52,7 @@ def test_every_path_agrees_on_every_paper_layout(layout, block):
         by_k = m(x, depths=[1, 2, 3])
         for k in (1, 2, 3):
             want = m(x, depth=k)
+            torch.testing.assert_close(want, _by_hand(m, x, k), rtol=0, atol=1e-12)
             torch.testing.assert_close(by_k[k], want, rtol=0, atol=1e-12)
             torch.testing.assert_close(_cached(m, x, k), want, rtol=0, atol=1e-10)
             if len(m.core_segments) == 1:  # one loop, no bridge: prefix(k) is the loop at depth k
@@ -59,11 +70,27 @@ def test_the_pieces_compose_to_the_forward_pass_and_loops_continue_where_they_st
         z = m.loop("B", m.apply(a4, "S1"), 2)
         torch.testing.assert_close(m.readout(m.coda(z)), m(x), rtol=0, atol=0)
         assert [s.name for s in m.prelude_segments] == ["S0"] and [s.name for s in m.coda_segments] == ["S2"]
-        # continuing a cached loop: iteration i's KV slot is (name, i), so the continuation attends to its own past
+
+
+
+@pytest.mark.parametrize("layout", ["S A*4 S", "S S A*4 S S", "S A*4 S B*2 S"])
+def test_cached_positions_can_stop_a_loop_and_continue_it_several_at_a_time(layout):
+    """The decoding pattern that later work needs: after a cached prompt, three new positions run the first loop to
+    depth 2, stop, and continue it from iteration 2 together; every iteration attends to the KV slot it filled at
+    earlier positions. The logits equal the full forward pass."""
+    m = tiny_model(layout, dtype=torch.float64)
+    x = torch.randint(1, 37, (2, 9), generator=torch.Generator().manual_seed(2))
+    first, rest = m.core_segments[0], m.core_segments[1:]
+    with torch.no_grad():
         cache: dict = {}
-        z = m.prelude(m.embed(x), cache)
-        z = m.loop("A", m.loop("A", z, 2, cache=cache), 4, start=2, cache=cache)
-        assert sorted(k for k in cache if k[0] == "A") == [("A", i) for i in range(4)]
+        m.forward_cached(x[:, :6], cache, 0)
+        z = m.prelude(m.embed(x[:, 6:], start=6), cache)
+        z_d = m.loop(first.name, z, 2, cache=cache)  # stopped at depth 2 (a draft would read out here)
+        z = m.loop(first.name, z_d, first.iters, start=2, cache=cache)  # continued, three positions at once
+        for seg in rest:
+            z = m.loop(seg.name, z, seg.iters, cache=cache) if seg.kind == "loop" else m.apply(z, seg.name, 0, cache)
+        torch.testing.assert_close(m.readout(m.coda(z, cache)), m(x)[:, 6:], rtol=0, atol=1e-10)
+        assert all(v[0].shape[2] == 9 for v in cache.values())  # every application's slot holds all 9 positions
 
 
 def test_a_plan_for_another_layout_is_refused():
@@ -111,9 +138,15 @@ def test_backprop_modes_parse_once_into_a_typed_value():
     assert backprop.Backprop.parse("phantom-last") == backprop.Backprop("truncated", 1)
     assert backprop.Backprop.parse("truncated:4") == backprop.Backprop("truncated", 4)
     assert backprop.Backprop.parse(backprop.Backprop("full")) == backprop.Backprop("full")
-    for bad in ("truncated:0", "truncated:x", "phantom-first", 3):
+    for bad in ("truncated:0", "truncated:x", "phantom-first", 3, ["full"]):
         with pytest.raises(ValueError, match="TrainConfig.backprop must be one of"):
             backprop.Backprop.parse(bad)
+    for kind, n in (("truncated", 0), ("full", 2), ("implicit", 0)):
+        with pytest.raises(ValueError, match="no backprop mode"):
+            backprop.Backprop(kind, n)
+    m = tiny_model("S A*3 S")
+    with torch.no_grad(), pytest.raises(ValueError, match="got 'bogus'"):
+        m(torch.ones(1, 4, dtype=torch.long), backprop="bogus")  # checked even where no graph is built
 
 
 def test_a_new_estimator_is_one_entry_in_the_backprop_module(monkeypatch):

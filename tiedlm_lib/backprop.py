@@ -39,16 +39,22 @@ class Backprop:
     kind: str
     n: int = 0
 
+    def __post_init__(self) -> None:
+        if self.kind not in ESTIMATORS or (self.kind == "truncated") != (self.n > 0):
+            raise ValueError(f"no backprop mode {self!r}: kind one of {list(ESTIMATORS)}, n > 0 exactly for "
+                             "'truncated'")
+
     @classmethod
     def parse(cls, spec: str | Backprop) -> Backprop:
         if isinstance(spec, Backprop):
             return spec
-        if spec in ESTIMATORS and spec != "truncated":
-            return cls(spec)
-        if spec == "phantom-last":
-            return cls("truncated", 1)
-        if isinstance(spec, str) and spec.startswith("truncated:") and spec[10:].isdigit() and int(spec[10:]) > 0:
-            return cls("truncated", int(spec[10:]))
+        if isinstance(spec, str):
+            if spec in ESTIMATORS and spec != "truncated":
+                return cls(spec)
+            if spec == "phantom-last":
+                return cls("truncated", 1)
+            if spec.startswith("truncated:") and spec[10:].isdigit() and int(spec[10:]) > 0:
+                return cls("truncated", int(spec[10:]))
         modes = (*(k for k in ESTIMATORS if k != "truncated"), "phantom-last", "truncated:<n>")
         raise ValueError(f"TrainConfig.backprop must be one of {modes} (n a positive integer), got {spec!r}")
 
@@ -89,7 +95,7 @@ def phantom(block: nn.Module, h: torch.Tensor, wanted: list[int], trace: list | 
 
 
 def truncated(n: int) -> Estimator:
-    def estimator(block: nn.Module, h: torch.Tensor, wanted: list[int], trace: list | None) -> States:
+    def truncated_n(block: nn.Module, h: torch.Tensor, wanted: list[int], trace: list | None) -> States:
         starts = {k - n for k in wanted if k > n}
         detached: dict[int, torch.Tensor] = {}
         with torch.no_grad():  # the trajectory without a graph, keeping the states the graphs start from
@@ -105,7 +111,7 @@ def truncated(n: int) -> Estimator:
                 yield k, _apply(block, h, k)
             else:
                 yield k, _apply(block, detached[k - n], n) + st
-    return estimator
+    return truncated_n
 
 
 def _apply(block: nn.Module, z: torch.Tensor, times: int) -> torch.Tensor:
@@ -130,9 +136,11 @@ def estimator(spec: str | Backprop) -> Estimator:
 
 def loop_states(block: nn.Module, h: torch.Tensor, depths: Sequence[int], backprop: str | Backprop = "full",
                 trace: list | None = None) -> States:
-    """Apply ``block`` from h up to max(depths), yielding (k, z_k) at each requested k in increasing order, with the
-    gradient of ``backprop``. ``trace``, if given, receives every state z_0 = h, z_1, ... (detached)."""
-    wanted = sorted(set(depths))
+    """An iterator of (k, z_k) for each requested k in increasing order, applying ``block`` from h up to
+    max(depths) with the gradient of ``backprop``. The mode is checked and the estimator chosen at the call (not at
+    the first ``next``); ``trace``, if given, receives every state z_0 = h, z_1, ... (detached)."""
+    est = estimator(backprop)  # parsed (and checked) even where no graph is built
+    if not torch.is_grad_enabled():
+        est = full  # no graph: every mode is the plain loop
     _record(trace, h)
-    est = estimator(backprop) if torch.is_grad_enabled() else full  # no graph: every mode is the plain loop
-    return est(block, h, wanted, trace)
+    return est(block, h, sorted(set(depths)), trace)

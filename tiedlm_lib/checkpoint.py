@@ -32,20 +32,19 @@ def _diff(a: Any, b: Any, prefix: str = "") -> list[str]:
     return [] if a == b else [f"{prefix[:-1]}: checkpoint {a!r} vs requested {b!r}"]
 
 
-def _restrict(wanted: Any, saved: Any) -> Any:
-    """``wanted`` with only the keys that ``saved`` has (recursively)."""
-    if isinstance(wanted, dict) and isinstance(saved, dict):
-        return {k: _restrict(v, saved[k]) for k, v in wanted.items() if k in saved}
-    return wanted
-
-
-def config_diff(saved: dict, wanted: dict, ignore: tuple[str, ...] = (), missing_ok: bool = False) -> list[str]:
-    """Differences between a saved and a wanted config dict, by dotted key. ``missing_ok``: a key the saved dict
-    lacks (a field added since it was written, hence at its default when the fingerprints agree) is no difference."""
+def config_diff(saved: dict, wanted: dict, ignore: tuple[str, ...] = ()) -> list[str]:
+    """Differences between a saved and a wanted config dict, by dotted key."""
     saved, wanted = json.loads(json.dumps(saved)), json.loads(json.dumps(wanted))
-    if missing_ok:
-        wanted = _restrict(wanted, saved)
     return [d for d in _diff(saved, wanted) if not d.split(":")[0].startswith(ignore)]
+
+
+def saved_run(d: Any, where: str | Path) -> RunConfig:
+    """A run config as saved (config.json, a checkpoint's metadata), with the fields it predates at their defaults;
+    a missing or unreadable one (a field since removed) is refused, naming ``where``."""
+    try:
+        return RunConfig.from_dict(d)
+    except (TypeError, KeyError, ValueError) as e:
+        raise CheckpointError(f"{where}: the saved run configuration cannot be read by this version ({e})") from None
 
 
 def save_checkpoint(path: str | Path, tensors: dict[str, torch.Tensor], meta: dict[str, Any]) -> Path:
@@ -79,13 +78,17 @@ def save_model(path: str | Path, model: TiedLM, run: RunConfig | None = None, **
 
 
 def load_model(path: str | Path, config: ModelConfig | None = None) -> TiedLM:
-    """Load a model saved by ``save_model`` (or a training checkpoint). If ``config`` is given it must match."""
+    """Load a model saved by ``save_model`` (or a training checkpoint). If ``config`` is given it must match (a
+    field the file predates counts as its default, as in the runs cache's fingerprint)."""
     tensors, meta = load_checkpoint(path)
     if "model" not in meta:
         raise CheckpointError(f"{path}: checkpoint carries no model configuration")
-    saved = ModelConfig(**meta["model"])
+    try:
+        saved = ModelConfig(**meta["model"])  # fields the file predates take their defaults
+    except TypeError as e:
+        raise CheckpointError(f"{path}: the saved model configuration cannot be read by this version ({e})") from None
     if config is not None:
-        diffs = config_diff(meta["model"], dataclasses.asdict(config))
+        diffs = config_diff(dataclasses.asdict(saved), dataclasses.asdict(config))
         if diffs:
             raise CheckpointError(f"{path}: checkpoint is from another model configuration: " + "; ".join(diffs))
     model = TiedLM(saved)

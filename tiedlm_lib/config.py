@@ -206,9 +206,8 @@ def non_defaults(obj: Any) -> dict[str, Any]:
     for f in dataclasses.fields(obj):
         default = f.default if f.default is not dataclasses.MISSING else (
             f.default_factory() if f.default_factory is not dataclasses.MISSING else dataclasses.MISSING)
-        value = getattr(obj, f.name)
-        if value != default:
-            out[f.name] = dataclasses.asdict(value) if dataclasses.is_dataclass(value) else value
+        if getattr(obj, f.name) != default:
+            out[f.name] = getattr(obj, f.name)
     return out
 
 
@@ -242,14 +241,16 @@ class RunConfig:
         default (labels such as the name, scale and logging cadence left out).
 
         Derived, not listed: a field added later with a default leaves every existing fingerprint as it was, and
-        setting it to another value changes the fingerprint. A changed *default* would make an old entry hash like
-        the new default; the runs cache catches that by comparing the entry's stored config (``runs.check_entry``)."""
+        setting it to another value changes the fingerprint — so a new field's default must reproduce the behaviour
+        from before the field existed. A changed *default* would make an old entry hash like the new default; the
+        runs cache catches that by comparing the entry's stored config (``runs.check_entry``), and
+        ``tests/data/config_defaults.json`` makes every change of a default a deliberate one."""
         d = {section: non_defaults(getattr(self, section)) for section in ("model", "train", "data")}
         for label in LABELS:
             section, _, key = label.partition(".")
             if key:
                 d[section].pop(key, None)
-        blob = json.dumps(d, sort_keys=True, default=list)
+        blob = json.dumps(d, sort_keys=True)
         return hashlib.sha256(blob.encode()).hexdigest()[:12]
 
     def cache_name(self) -> str:

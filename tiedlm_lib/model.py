@@ -42,19 +42,21 @@ class Attention(nn.Module):
 
     def forward(self, x: torch.Tensor, cache: list | None = None) -> torch.Tensor:
         """``cache`` (generation): a list holding this application's past [k, v]; it is extended in place. With an
-        empty cache the whole prompt is processed causally; with a filled one, one new position attends to all."""
+        empty cache the positions are processed causally; with a filled one (P positions), the T new positions
+        attend to every cached position and causally among themselves."""
         B, T, d = x.shape
         q, k, v = self.qkv(x).split(d, dim=-1)  # 3 × (B, T, d)
         q, k, v = (t.view(B, T, self.n_heads, d // self.n_heads).transpose(1, 2) for t in (q, k, v))  # (B, H, T, dh)
-        causal = True
+        causal, mask = True, None
         if cache is not None:
             if cache:
-                if T != 1:
-                    raise ValueError("a filled KV cache takes one new position at a time")
+                P = cache[0].shape[2]
                 k, v = torch.cat([cache[0], k], 2), torch.cat([cache[1], v], 2)
-                causal = False  # the single new query may see every cached position
+                causal = False  # one new query may see every cached position
+                if T > 1:  # new position i (absolute P + i) sees keys 0..P + i
+                    mask = torch.ones(T, P + T, dtype=torch.bool, device=x.device).tril(P)
             cache[:] = [k, v]
-        y = F.scaled_dot_product_attention(q, k, v, is_causal=causal)  # softmax(q·kᵀ/√dh + causal mask)·v
+        y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=causal)  # softmax(q·kᵀ/√dh + mask)·v
         return self.out(y.transpose(1, 2).reshape(B, T, d))
 
 
@@ -169,10 +171,13 @@ class TiedLM(nn.Module):
 
         embed(tokens, start) ─ prelude ─ core (loops, bridges) ─ coda ─ readout = head(head_input)
 
-    ``apply`` is one block application with its KV-cache slot (block, iteration); ``loop`` runs a loop's iterations
-    start..stop−1, so a caller can stop every loop at depth d, read out, and later continue the same positions from
-    iteration d. How the gradient flows through a loop (full, checkpointed, phantom, truncated) is the ``backprop``
-    module's business; the model only names the mode.
+    ``core`` ends with the last loop, so its output is the state a probe placed at the loop's output reads, and
+    ``head_input(coda(z))`` is the head's input. ``apply`` is one block application with its KV-cache slot
+    (block, iteration); ``loop`` runs a loop's iterations start..stop−1, so a caller can stop a loop at depth d and
+    later continue the same positions (several at once) from iteration d, each iteration attending to what it wrote
+    at earlier positions. A read-out at another depth passes the coda its own cache dict: the coda's slots hold the
+    states of one depth. How the gradient flows through a loop (full, checkpointed, phantom, truncated) is the
+    ``backprop`` module's business; the model only names the mode.
     """
 
     def __init__(self, config: ModelConfig):
@@ -291,9 +296,11 @@ class TiedLM(nn.Module):
         return self.head(self.head_input(z))  # (B, T, V)
 
     # ------------------------------------------------------------------ forward
-    def iter_depths(self, tokens: torch.Tensor, depths: Sequence[int], backprop: str = "full"
-                    ) -> Iterator[tuple[int, torch.Tensor]]:
-        """Yield (k, logits) for each k in sorted(depths) without holding all logits at once."""
+    def iter_core(self, tokens: torch.Tensor, depths: Sequence[int], backprop: str = "full"
+                  ) -> Iterator[tuple[int, torch.Tensor]]:
+        """Yield (k, z) for each k in sorted(depths): the core's output (the last loop's state, before the coda)
+        with every loop at depth k. With one loop the depths share its iterations; otherwise each depth is its own
+        pass after the shared prelude."""
         depths = list(depths)
         if not depths:
             raise ValueError("depths must name at least one depth")
@@ -301,11 +308,16 @@ class TiedLM(nn.Module):
             self._check_depth(k)
         h = self.prelude(self.embed(tokens))
         if len(self.core_segments) == 1:  # one loop, no bridge: the depths share the loop's iterations
-            for k, z in self.loop_states(self.core_segments[0].name, h, depths, backprop):
-                yield k, self.readout(self.coda(z))
+            yield from self.loop_states(self.core_segments[0].name, h, depths, backprop)
         else:
             for k in sorted(set(depths)):
-                yield k, self.readout(self.coda(self.core(h, k, backprop)))
+                yield k, self.core(h, k, backprop)
+
+    def iter_depths(self, tokens: torch.Tensor, depths: Sequence[int], backprop: str = "full"
+                    ) -> Iterator[tuple[int, torch.Tensor]]:
+        """Yield (k, logits) for each k in sorted(depths) without holding all logits at once."""
+        for k, z in self.iter_core(tokens, depths, backprop):
+            yield k, self.readout(self.coda(z))
 
     def forward(self, tokens: torch.Tensor, depth: int | None = None, depths: Sequence[int] | None = None,
                 backprop: str = "full") -> torch.Tensor | dict[int, torch.Tensor]:

@@ -219,9 +219,7 @@ def sft_run(base: RunConfig, name: str, loss: str = "paper", steps: int | None =
 
 def paper_config(name: str) -> ModelConfig:
     """The exact model of a paper version (PROTOCOL §3.4) at V = 23005."""
-    if name not in EXPERIMENTS:
-        raise ValueError(f"unknown paper version {name!r}: expected one of {list(EXPERIMENTS)}")
-    s, exp = SCALES["paper"], EXPERIMENTS[name]
+    s, exp = SCALES["paper"], _lookup(name)
     size = getattr(s, exp.size)
     return ModelConfig(vocab_size=s.vocab_size, d_model=size.d_model, n_heads=size.n_heads, layout=exp.layout(s),
                        max_seq_len=s.seq_len)

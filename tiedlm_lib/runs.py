@@ -18,7 +18,7 @@ import torch
 
 from . import distributed
 from .atomic import atomic_write_text
-from .checkpoint import config_diff, load_model
+from .checkpoint import config_diff, load_model, saved_run
 from .config import LABELS, RunConfig
 from .model import TiedLM
 from .paths import runs_dir
@@ -60,13 +60,16 @@ def is_complete(path: Path) -> bool:
 def check_entry(path: Path, cfg: RunConfig) -> None:
     """Refuse a cache entry trained with other values than ``cfg`` has. The fingerprint leaves out fields at their
     default, so an entry made before a default changed hashes like a config with the new default; its stored
-    config.json still records the old value. Fields the stored config lacks (added later) hold their default."""
-    stored = json.loads((path / "config.json").read_text())
-    diffs = config_diff(stored, cfg.to_dict(), ignore=LABELS, missing_ok=True)
+    config.json still records the old value. Fields the stored config predates count as their defaults."""
+    try:
+        stored = saved_run(json.loads((path / "config.json").read_text()), path / "config.json")
+    except (OSError, ValueError) as e:
+        raise StaleRunError(f"runs cache entry {path} cannot be checked: {e}") from None
+    diffs = config_diff(stored.to_dict(), cfg.to_dict(), ignore=LABELS)
     if diffs:
         raise StaleRunError(f"runs cache entry {path} was trained with another configuration than its fingerprint "
-                            f"now describes ({'; '.join(diffs)}): a default changed since it was trained; delete "
-                            "the entry to retrain it, or set the old value explicitly")
+                            f"now describes ({'; '.join(diffs)}): a default changed (or a field was removed) since "
+                            "it was trained; delete the entry to retrain it, or set the old value explicitly")
 
 
 def get_run(name_or_config: str | RunConfig, scale: str = "cpu", seed: int = 0,

@@ -87,7 +87,8 @@ def run_plan(model, tokens: torch.Tensor, p: Plan) -> torch.Tensor:
     """The readout input (B, T, d) after running plan ``p``: the model's own prelude and coda around the plan's
     core; ``plan_logits`` applies the head."""
     if p.prelude != tuple(s.name for s in model.prelude_segments) or p.coda != tuple(
-            s.name for s in model.coda_segments) or not set(p.core) <= {*model.blocks, REUSE}:
+            s.name for s in model.coda_segments) or p.budget != budget(model.config.layout) or not set(
+            p.core) <= {*model.blocks, REUSE}:
         raise ValueError(f"plan {p.schedule}({p.k}) was made for another layout than the model's "
                          f"{model.config.layout!r}")
     z = model.prelude(model.embed(tokens))

@@ -18,7 +18,15 @@ from tqdm.auto import tqdm
 
 from . import distributed
 from .atomic import atomic_write_text
-from .checkpoint import CheckpointError, config_diff, load_checkpoint, load_model, save_checkpoint, save_model
+from .checkpoint import (
+    CheckpointError,
+    config_diff,
+    load_checkpoint,
+    load_model,
+    save_checkpoint,
+    save_model,
+    saved_run,
+)
 from .config import LABELS, RunConfig, TrainConfig
 from .data import PAD_ID, BatchStream, Corpus, SeededStream, prepare_corpus, tokenizer_hash
 from .model import TiedLM
@@ -176,11 +184,13 @@ def make_stream(run: RunConfig, corpus: Corpus) -> SeededStream:
 
 
 def resume_from(ckpt: Path, run: RunConfig, tok_hash: str, model: TiedLM, opt: torch.optim.Optimizer,
-           stream: SeededStream) -> Progress:
+                stream: SeededStream) -> Progress:
     """Restore model, optimiser moments and stream state from ``ckpt``; refuse one from another config or
     tokenizer, leaving it untouched."""
     tensors, meta = load_checkpoint(ckpt)
-    diffs = config_diff(meta.get("run", {}), run.to_dict(), ignore=LABELS, missing_ok=True)
+    if not isinstance(meta.get("run"), dict):
+        raise CheckpointError(f"{ckpt}: checkpoint records no run configuration; it cannot be resumed safely")
+    diffs = config_diff(saved_run(meta["run"], ckpt).to_dict(), run.to_dict(), ignore=LABELS)
     if diffs:
         raise CheckpointError(f"{ckpt}: checkpoint is from another run configuration: " + "; ".join(diffs))
     if meta.get("tokenizer") != tok_hash:  # same config, yet the token ids would mean other strings
@@ -327,7 +337,6 @@ def _check_tokenizer(corpus: Corpus, run: RunConfig) -> str:
     if vocab > run.model.vocab_size:
         raise ValueError(f"tokenizer has {vocab} tokens but the model's vocab_size is {run.model.vocab_size}")
     return tokenizer_hash(corpus.tokenizer)
-
 
 
 def _join(device: torch.device, batch_size: int) -> tuple[torch.device, int]:

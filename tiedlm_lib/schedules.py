@@ -83,9 +83,9 @@ def budget(layout: str) -> int:
     return len(split_layout(layout)[1])
 
 
-def run_plan(model, tokens: torch.Tensor, p: Plan) -> torch.Tensor:
-    """The readout input (B, T, d) after running plan ``p``: the model's own prelude and coda around the plan's
-    core; ``plan_logits`` applies the head."""
+def run_core(model, tokens: torch.Tensor, p: Plan) -> torch.Tensor:
+    """The state after plan ``p``'s core (B, T, d), before the coda: what a probe placed at the loop's output reads.
+    The model's own prelude runs first."""
     if p.prelude != tuple(s.name for s in model.prelude_segments) or p.coda != tuple(
             s.name for s in model.coda_segments) or p.budget != budget(model.config.layout) or not set(
             p.core) <= {*model.blocks, REUSE}:
@@ -98,7 +98,13 @@ def run_plan(model, tokens: torch.Tensor, p: Plan) -> torch.Tensor:
             z, prev = z + (z - prev), z  # z_{i+1} = z_i + (z_k − z_{k−1}), the frozen update
         else:
             z, prev = model.apply(z, name), z
-    return model.head_input(model.coda(z))
+    return z
+
+
+def run_plan(model, tokens: torch.Tensor, p: Plan) -> torch.Tensor:
+    """The readout input (B, T, d) after running plan ``p``: the model's own coda after the plan's core;
+    ``plan_logits`` applies the head."""
+    return model.head_input(model.coda(run_core(model, tokens, p)))
 
 
 def plan_logits(model, tokens: torch.Tensor, p: Plan) -> torch.Tensor:

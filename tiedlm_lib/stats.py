@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .criteria import sign
 from .evaluation import NLLStats
 
 METRICS = ("masked", "with_pad")
@@ -95,11 +96,7 @@ def interpolate(lo: NLLStats, hi: NLLStats, w: float) -> NLLStats:
 
 def seed_verdict(estimates: list[Estimate]) -> str:
     """Turn one paired CI per seed into a verdict on the sign of a gap: "below 0" when every seed's CI lies below
-    0, "above 0" when every one lies above, "within noise" otherwise (including seeds that disagree)."""
-    if not estimates:
-        raise ValueError("seed_verdict needs at least one estimate")
-    if all(e.below_zero for e in estimates):
-        return "below 0"
-    if all(e.above_zero for e in estimates):
-        return "above 0"
-    return "within noise"
+    0, "above 0" when every one lies above, "within noise" otherwise (including seeds that disagree, which
+    ``criteria.sign`` names separately)."""
+    v = sign(estimates)
+    return "within noise" if v == "seeds disagree" else v

@@ -1,0 +1,214 @@
+"""Readout probes by placement and form: identity at initialisation, each form recovers exactly the distortion it
+can express (and the weaker forms do not), the loop placement reaches what the head placement cannot, the tuned form
+matches the full-depth distribution, λ is chosen on whole documents from a grid widened at its edge, and the share's
+CI can include the fit's own uncertainty."""
+
+import numpy as np
+import pytest
+import torch
+from conftest import tiny_model
+
+from tiedlm_lib.data import EvalBatch
+from tiedlm_lib.lens import (
+    FORMS,
+    PLACEMENTS,
+    Probe,
+    ProbeSpec,
+    Readout,
+    States,
+    all_probes,
+    calibration_share,
+    collect_states,
+    data_curve,
+    fit_probe,
+    probe_nll,
+    share_by_probe,
+)
+from tiedlm_lib.schedules import plan, plan_logits
+from tiedlm_lib.stats import value
+from tiedlm_lib.training import lm_loss
+
+
+def _batches(n_docs=48, T=12, V=37, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randint(1, V, (n_docs, T), generator=g)
+    return [EvalBatch(x[i:i + 8], torch.roll(x[i:i + 8], -1, 1), torch.arange(i, min(i + 8, n_docs)))
+            for i in range(0, n_docs, 8)]
+
+
+def _model_targets(model, states_head, seed=0):
+    """Targets drawn from the model's own distribution at the undistorted state: the identity is the best map."""
+    with torch.no_grad():
+        p = model.head(states_head.x).softmax(-1)
+    g = torch.Generator().manual_seed(seed)
+    return torch.multinomial(p.flatten(0, 1), 1, generator=g).view(p.shape[:2])
+
+
+@pytest.fixture(scope="module")
+def setup():
+    m = tiny_model("S A*3 S", d=16, seq=12, seed=3)
+    full = plan(m.config.layout, "prefix", 3)
+    head = collect_states(m, _batches(), full, "head", full=full)
+    loop = collect_states(m, _batches(), full, "loop", full=full)
+    y = _model_targets(m, head)
+    head.y, loop.y = y, y
+    return m, head, loop
+
+
+def _distorted(s: States, fn) -> States:
+    return States(fn(s.x), s.y, s.doc, s.target_h)
+
+
+def _split(s: States):
+    docs = np.unique(s.doc)
+    return s.of_docs(docs[:32]), s.of_docs(docs[32:])
+
+
+def test_every_probe_is_the_identity_before_fitting(setup):
+    m, head, loop = setup
+    for placement, s in (("head", head), ("loop", loop)):
+        r = Readout(m, placement)
+        for form in FORMS:
+            torch.testing.assert_close(Probe(form, 16).logits(r, s.x), r(s.x))
+    assert [p.name for p in all_probes()] == [f"{p}/{f}" for p in PLACEMENTS for f in FORMS]
+    with pytest.raises(ValueError, match="placement must be one of"):
+        ProbeSpec("middle", "full")
+
+
+def test_the_loop_readout_is_the_models_own_and_loop_means_the_last_loop():
+    m = tiny_model("S A*2 S B*2 S", d=16, seq=12, seed=1)
+    b = _batches(16)
+    full = plan(m.config.layout, "prefix", 5)
+    s = collect_states(m, b, full, "loop")
+    with torch.no_grad():
+        want = torch.cat([m.core(m.prelude(m.embed(x.inputs))) for x in b]).float()  # after B, before the last S
+        torch.testing.assert_close(s.x, want)
+        nll = value(probe_nll(m, s, placement="loop"))
+        ref = float(sum(lm_loss(plan_logits(m, x.inputs, full), x.targets, "ignore") * (x.targets != 0).sum()
+                        for x in b) / sum((x.targets != 0).sum() for x in b))
+    assert nll == pytest.approx(ref, rel=1e-4)
+
+
+@pytest.mark.parametrize("distortion", ["scale", "rotate"])
+def test_each_form_recovers_what_it_can_express(setup, distortion):
+    """A per-feature scale and shift of the head input is undone by the diagonal and full maps, not by a
+    temperature; a rotation mixes features, so only the full map undoes it."""
+    m, head, _ = setup
+    g = torch.Generator().manual_seed(5)
+    if distortion == "scale":
+        a, b = torch.rand(16, generator=g) * 2 + 0.3, torch.randn(16, generator=g)
+        fn = lambda x: x * a + b  # noqa: E731
+    else:
+        R = torch.linalg.qr(torch.randn(16, 16, generator=g))[0]
+        fn = lambda x: x @ R  # noqa: E731
+    cal, ev = _split(_distorted(head, fn))
+    clean = value(probe_nll(m, _split(head)[1]))
+    raw = value(probe_nll(m, ev))
+    assert raw > clean + 0.5  # the distortion costs something to recover
+    rec = {}
+    for form in ("temperature", "diagonal", "full"):
+        fitted = fit_probe(m, cal, ProbeSpec("head", form))
+        rec[form] = (raw - value(probe_nll(m, ev, fitted))) / (raw - clean)
+    if distortion == "scale":
+        assert rec["diagonal"] > 0.85 and rec["full"] > 0.75 and rec["temperature"] < rec["diagonal"] - 0.2, rec
+    else:
+        assert rec["full"] > 0.85 and max(rec["diagonal"], rec["temperature"]) < rec["full"] - 0.15, rec
+
+
+def test_the_loop_placement_undoes_what_the_head_placement_cannot():
+    """A per-feature scale of the loop output passes through the coda's attention and MLP (gates opened to 1 so that
+    they matter): a diagonal map before the coda undoes it, the same map at the head input cannot."""
+    m = tiny_model("S A*3 S", d=16, seq=12, seed=3)
+    with torch.no_grad():
+        m.blocks["S1"].s_attn.fill_(1.0)
+        m.blocks["S1"].s_ffn.fill_(1.0)
+    full = plan(m.config.layout, "prefix", 3)
+    b = _batches(96)
+    head, loop = collect_states(m, b, full, "head"), collect_states(m, b, full, "loop")
+    loop.y = head.y = _model_targets(m, head)
+    a = torch.rand(16, generator=torch.Generator().manual_seed(2)) * 3 + 0.2
+    docs = np.unique(loop.doc)
+    cal, ev = (_distorted(loop, lambda x: x * a).of_docs(d) for d in (docs[:72], docs[72:]))
+    clean = value(probe_nll(m, loop.of_docs(docs[72:]), placement="loop"))
+    raw = value(probe_nll(m, ev, placement="loop"))
+    r = Readout(m, "loop")
+    with torch.no_grad():  # the same distorted states seen at the head placement
+        to_head = lambda s: States(r.ln_f(r.coda[0](s.x)), s.y, s.doc)  # noqa: E731
+    got = {}
+    for placement, c, e in (("loop", cal, ev), ("head", to_head(cal), to_head(ev))):
+        fitted = fit_probe(m, c, ProbeSpec(placement, "diagonal"), lams=(1e-5, 1e-4), max_widen=0)
+        got[placement] = (raw - value(probe_nll(m, e, fitted))) / (raw - clean)
+    assert got["loop"] > 0.85 and got["head"] < got["loop"] - 0.2, got
+
+
+def test_the_tuned_form_matches_the_full_depth_distribution_without_targets(setup):
+    m, head, _ = setup
+    R = torch.linalg.qr(torch.randn(16, 16, generator=torch.Generator().manual_seed(7)))[0]
+    s = _distorted(head, lambda x: x @ R + 0.5)
+    s.y = torch.roll(s.y, 1, 0)  # the targets are wrong on purpose: the tuned objective does not use them
+    fitted = fit_probe(m, s, ProbeSpec("head", "tuned"), lams=(1e-6, 1e-5, 1e-4))
+    r = Readout(m, "head")
+    with torch.no_grad():
+        p = fitted.probe.logits(r, s.x).log_softmax(-1)
+        q = r(s.target_h).log_softmax(-1)
+    kl = float((q.exp() * (q - p)).sum(-1).mean())
+    assert kl < 1e-3
+    with pytest.raises(ValueError, match="needs the full-depth head input"):
+        fit_probe(m, States(s.x, s.y, s.doc), ProbeSpec("head", "tuned"))
+
+
+def test_lambda_is_chosen_on_whole_documents_and_the_grid_widens_at_its_edge(setup):
+    m, head, _ = setup
+    # clean states: the identity is the best map, so the strongest shrinkage wins and the grid grows upward
+    up = fit_probe(m, head, ProbeSpec("head", "diagonal"), lams=(1e-3, 1e-2), max_widen=2)
+    assert up.lam_grid == (1e-3, 1e-2, 1e-1, 1.0) and up.lam == 1.0 and up.lam_at_edge
+    # a rotated readout needs a map far from the identity: the weakest shrinkage wins and the grid grows downward
+    R = torch.linalg.qr(torch.randn(16, 16, generator=torch.Generator().manual_seed(5)))[0]
+    down = fit_probe(m, _distorted(head, lambda x: x @ R), ProbeSpec("head", "full"), lams=(10.0, 100.0))
+    assert down.lam_grid[0] < 10.0 and down.lam < 10.0 and set(down.holdout_nll) == set(down.lam_grid)
+    with pytest.raises(ValueError, match="holdout of whole documents"):
+        fit_probe(m, head.of_docs([0]), ProbeSpec("head", "diagonal"))
+    resampled = head.of_docs([3, 3, 5])
+    assert len(resampled) == 3 and list(resampled.doc) == [3, 3, 5]
+
+
+def test_calibration_share_refuses_overlap_and_its_ci_can_include_the_fit(setup):
+    m, head, _ = setup
+    a = torch.rand(16, generator=torch.Generator().manual_seed(4)) * 2 + 0.3
+    shallow = _distorted(head, lambda x: x * a)  # a "truncated" depth whose readout is off by a diagonal map
+    cal, ev = (_split(shallow)[0], _split(head)[0]), (_split(shallow)[1], _split(head)[1])
+    spec = ProbeSpec("head", "diagonal")
+    fixed, _ = calibration_share(m, spec, cal, ev, n_refit=0, n_boot=400, lams=(1e-5, 1e-4, 1e-3))
+    refit, _ = calibration_share(m, spec, cal, ev, n_refit=4, n_boot=400, lams=(1e-5, 1e-4, 1e-3))
+    share = fixed["calibration share"]
+    assert share.point > 0.8 and share.lo <= share.point <= share.hi
+    assert refit["calibration share"].point == share.point  # the point uses the fit on every calibration document
+    assert (refit["calibration share"].lo, refit["calibration share"].hi) != (share.lo, share.hi)
+    with pytest.raises(ValueError, match="overlap"):
+        calibration_share(m, spec, (shallow, head), (shallow, head), n_refit=0, n_boot=10)
+
+
+def test_the_data_curve_grows_its_calibration_set_and_names_each_lambda(setup):
+    m, head, _ = setup
+    a = torch.rand(16, generator=torch.Generator().manual_seed(4)) * 2 + 0.3
+    shallow = _distorted(head, lambda x: x * a)
+    pool, ev = (_split(shallow)[0], _split(head)[0]), (_split(shallow)[1], _split(head)[1])
+    rows = data_curve(m, ProbeSpec("head", "temperature"), pool, ev, [20, 100, 300], n_boot=100)
+    toks = [r["calibration tokens"] for r in rows]
+    assert toks == sorted(toks) and toks[0] >= 20 and rows[-1]["documents"] > rows[0]["documents"]
+    assert all(r["lambda k_min"] is None for r in rows)  # a temperature has no ridge
+    with pytest.raises(ValueError, match="exceeds the pool"):
+        data_curve(m, ProbeSpec("head", "temperature"), pool, ev, [10 ** 6])
+
+
+def test_share_by_probe_gives_one_row_per_probe_and_the_temperature_is_placement_free():
+    m = tiny_model("S A*3 S", d=16, seq=12, seed=3)
+    b = _batches(32)
+    rows = share_by_probe(m, lambda: b[:2], lambda: b[2:], 1, probes=[ProbeSpec(p, f) for p in PLACEMENTS
+                                                                       for f in ("temperature", "diagonal")],
+                          n_refit=1, n_boot=200, lams=(1e-3, 1e-2), max_widen=0, iters=30)
+    by = {r["probe"]: r for r in rows}
+    assert set(by) == {"head/temperature", "head/diagonal", "loop/temperature", "loop/diagonal"}
+    assert by["head/temperature"]["share"] == pytest.approx(by["loop/temperature"]["share"], abs=1e-5)
+    assert all(r["raw gap"] == rows[0]["raw gap"] and r["k_max"] == 3 and r["lbfgs iterations"] == 30 for r in rows)
+    assert by["head/diagonal"]["lambda k_min"] in (1e-3, 1e-2) and by["head/temperature"]["lambda k_min"] is None

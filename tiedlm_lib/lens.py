@@ -1,0 +1,379 @@
+"""Readout probes: a small map, fitted on calibration documents, that lets a truncated state read out as well as it
+can. Paper B asks how much of a depth-truncation gap such a map recovers; the answer depends on *where* the map sits
+and *how much* it can express, so every probe is named by both:
+
+placement (where the map acts)
+* ``head``  the head's input h = ln_f(coda(z)) — paper B's diagonal probe refits the final norm's gain and bias here;
+* ``loop``  the core's output z (the last loop's state, before the layers after the loop): in a sandwich model those
+            layers are part of the readout that was trained on full-depth states, so the map acts before them.
+
+form (what the map can express)
+* ``temperature``  logits / T (one scalar; the same at either placement, since it acts on the logits);
+* ``diagonal``     a ⊙ x + b, ridge λ(‖a − 1‖² + ‖b‖²) toward the identity (paper B's affine probe);
+* ``full``         x + A·x + b, ridge λ(‖A‖² + ‖b‖²) toward the identity;
+* ``tuned``        x + A·x + b trained by KL(p_full ‖ p_probe) to the model's own full-depth distribution at the same
+                   positions (the tuned-lens objective), with the same ridge.
+
+Fitting (paper B's procedure where it is the reference): no temperature inside the maps; L-BFGS with a strong-Wolfe
+line search for ``iters`` iterations on the whole calibration set; λ chosen on a holdout of whole calibration
+documents from a grid that is widened by a decade whenever the best λ sits at its edge, then the map refit on all
+calibration documents. Calibration and evaluation documents must be disjoint (``fit_probe`` only sees the former).
+Differences from paper B: its diagonal fit ran 20 L-BFGS iterations and chose λ on the last 20% of calibration
+*tokens*; its tuned lens acts on the pre-norm state and was trained with Adam on thousands of training documents.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+from .data import PAD_ID, EvalBatch
+from .evaluation import NLLStats
+from .model import eval_mode
+from .schedules import Plan, budget, plan, run_core
+from .stats import Estimate, bootstrap_indices, replicates, value
+
+PLACEMENTS = ("head", "loop")
+FORMS = ("temperature", "diagonal", "full", "tuned")
+LAMBDAS = (1e-4, 1e-3, 1e-2, 1e-1, 1.0)
+
+
+@dataclass(frozen=True)
+class ProbeSpec:
+    placement: str
+    form: str
+
+    def __post_init__(self) -> None:
+        if self.placement not in PLACEMENTS:
+            raise ValueError(f"probe placement must be one of {PLACEMENTS}, got {self.placement!r}")
+        if self.form not in FORMS:
+            raise ValueError(f"probe form must be one of {FORMS}, got {self.form!r}")
+
+    @property
+    def name(self) -> str:
+        return f"{self.placement}/{self.form}"
+
+
+def all_probes() -> list[ProbeSpec]:
+    return [ProbeSpec(p, f) for p in PLACEMENTS for f in FORMS]
+
+
+# ---------------------------------------------------------------------------------------------------- data
+@dataclass
+class States:
+    """Whole sequences as a probe sees them: the state at the placement (N, T, d), the next-token targets (N, T),
+    each row's document, and for the tuned form the full-depth head input at the same positions (N, T, d)."""
+
+    x: torch.Tensor
+    y: torch.Tensor
+    doc: np.ndarray
+    target_h: torch.Tensor | None = None
+
+    def __len__(self) -> int:
+        return len(self.y)
+
+    @property
+    def n_tokens(self) -> int:
+        return int((self.y != PAD_ID).sum())
+
+    def rows(self, idx: np.ndarray) -> States:
+        t = torch.as_tensor(np.asarray(idx), dtype=torch.long)
+        return States(self.x[t], self.y[t], self.doc[np.asarray(idx)],
+                      None if self.target_h is None else self.target_h[t])
+
+    def of_docs(self, docs: Iterable[int]) -> States:
+        """The rows of these documents, in the given order, a document listed twice appearing twice (resampling)."""
+        by_doc: dict[int, list[int]] = {}
+        for i, d in enumerate(self.doc):
+            by_doc.setdefault(int(d), []).append(i)
+        return self.rows(np.array([i for d in docs for i in by_doc[int(d)]], dtype=np.int64))
+
+
+class Readout(nn.Module):
+    """The frozen part of the model after a placement: head (and the coda and ln_f for ``loop``), in eval mode."""
+
+    def __init__(self, model, placement: str):
+        super().__init__()
+        ProbeSpec(placement, "temperature")  # validates the placement
+        self.placement = placement
+        self.coda = copy.deepcopy(nn.ModuleList([model.blocks[s.name] for s in model.coda_segments]))
+        self.ln_f, self.head = copy.deepcopy(model.ln_f), copy.deepcopy(model.head)
+        self.requires_grad_(False)
+        self.eval()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.placement == "loop":
+            for block in self.coda:
+                x = block(x)
+            x = self.ln_f(x)
+        return self.head(x)
+
+
+@torch.no_grad()
+def collect_states(model, batches: Iterable[EvalBatch], p: Plan, placement: str,
+                   full: Plan | None = None) -> States:
+    """Run plan ``p`` over the batches and keep the state at ``placement`` for whole sequences; with ``full`` (the
+    full-depth plan) also keep its head input, the tuned form's target distribution."""
+    ProbeSpec(placement, "temperature")
+    xs, ys, docs, ts = [], [], [], []
+    with eval_mode(model):
+        for b in batches:
+            z = run_core(model, b.inputs, p)
+            xs.append(z if placement == "loop" else model.head_input(model.coda(z)))
+            if full is not None:
+                ts.append(model.head_input(model.coda(run_core(model, b.inputs, full))))
+            ys.append(b.targets)
+            docs.append(b.doc_index.numpy())
+    if not xs:
+        raise ValueError("no evaluation batches were given")
+    return States(torch.cat(xs).float(), torch.cat(ys), np.concatenate(docs),
+                  torch.cat(ts).float() if ts else None)
+
+
+# ---------------------------------------------------------------------------------------------------- probes
+class Probe(nn.Module):
+    """One fitted map (see the module docstring); the identity at initialisation, so an unfitted probe changes
+    nothing."""
+
+    def __init__(self, form: str, d: int):
+        super().__init__()
+        ProbeSpec("head", form)
+        self.form = form
+        if form == "temperature":
+            self.log_t = nn.Parameter(torch.zeros(()))
+        elif form == "diagonal":
+            self.a, self.b = nn.Parameter(torch.ones(d)), nn.Parameter(torch.zeros(d))
+        else:
+            self.A, self.b = nn.Parameter(torch.zeros(d, d)), nn.Parameter(torch.zeros(d))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.form == "temperature":
+            return x
+        if self.form == "diagonal":
+            return x * self.a + self.b
+        return x + x @ self.A.T + self.b
+
+    def logits(self, readout: Readout, x: torch.Tensor) -> torch.Tensor:
+        out = readout(self(x))
+        return out / self.log_t.exp() if self.form == "temperature" else out
+
+    def penalty(self) -> torch.Tensor:
+        """The ridge toward the identity (zero for the temperature)."""
+        if self.form == "temperature":
+            return torch.zeros(())
+        if self.form == "diagonal":
+            return ((self.a - 1) ** 2).sum() + (self.b ** 2).sum()
+        return (self.A ** 2).sum() + (self.b ** 2).sum()
+
+    @property
+    def temperature(self) -> float:
+        return float(self.log_t.exp()) if self.form == "temperature" else 1.0
+
+
+def _objective(probe: Probe, readout: Readout, s: States) -> torch.Tensor:
+    """Mean over real targets of the CE (or, for the tuned form, the KL to the full-depth distribution)."""
+    real = s.y != PAD_ID
+    logits = probe.logits(readout, s.x)[real].float()
+    if probe.form != "tuned":
+        return F.cross_entropy(logits, s.y[real])
+    with torch.no_grad():
+        target = F.log_softmax(readout.head(s.target_h)[real].float(), -1)
+    return F.kl_div(F.log_softmax(logits, -1), target, log_target=True, reduction="batchmean")
+
+
+def _lbfgs_fit(probe: Probe, readout: Readout, s: States, lam: float, iters: int) -> Probe:
+    opt = torch.optim.LBFGS(list(probe.parameters()), lr=1.0, max_iter=iters, line_search_fn="strong_wolfe",
+                            tolerance_grad=1e-9, tolerance_change=1e-12)
+
+    def closure():
+        opt.zero_grad()
+        loss = _objective(probe, readout, s) + lam * probe.penalty()
+        loss.backward()
+        return loss
+
+    opt.step(closure)
+    return probe
+
+
+@dataclass
+class FittedProbe:
+    spec: ProbeSpec
+    probe: Probe
+    lam: float | None  # the ridge chosen on the document holdout (None for the temperature)
+    lam_grid: tuple[float, ...] = ()
+    holdout_nll: dict[float, float] = field(default_factory=dict)
+    iters: int = 0
+    n_tokens: int = 0  # calibration tokens (real targets) it was fitted on
+
+    @property
+    def lam_at_edge(self) -> bool:
+        return self.lam is not None and self.lam in (self.lam_grid[0], self.lam_grid[-1])
+
+
+def _grid_search(spec: ProbeSpec, readout: Readout, fit: States, hold: States, lams: Sequence[float], iters: int,
+                 max_widen: int) -> tuple[float, dict[float, float]]:
+    d = fit.x.shape[-1]
+    scores: dict[float, float] = {}
+    grid = sorted(lams)
+    for _ in range(max_widen + 1):
+        for lam in grid:
+            if lam not in scores:
+                p = _lbfgs_fit(Probe(spec.form, d), readout, fit, lam, iters)
+                with torch.no_grad():
+                    scores[lam] = float(_objective(p, readout, hold))
+        best = min(grid, key=lambda v: (scores[v], -v))  # ties: the stronger shrinkage
+        if best == grid[0]:
+            grid = [grid[0] / 10, *grid]
+        elif best == grid[-1]:
+            grid = [*grid, grid[-1] * 10]
+        else:
+            break
+    return best, dict(sorted(scores.items()))
+
+
+def fit_probe(model_or_readout, cal: States, spec: ProbeSpec, lams: Sequence[float] = LAMBDAS,
+              holdout: float = 0.2, iters: int = 100, seed: int = 0, max_widen: int = 3) -> FittedProbe:
+    """Fit ``spec`` on the calibration states (see the module docstring for the procedure)."""
+    readout = model_or_readout if isinstance(model_or_readout, Readout) else Readout(model_or_readout, spec.placement)
+    if readout.placement != spec.placement:
+        raise ValueError(f"readout placed at {readout.placement!r} cannot fit a {spec.name} probe")
+    if spec.form == "tuned" and cal.target_h is None:
+        raise ValueError("the tuned form needs the full-depth head input: collect_states(..., full=<full plan>)")
+    d = cal.x.shape[-1]
+    if spec.form == "temperature":
+        return FittedProbe(spec, _lbfgs_fit(Probe("temperature", d), readout, cal, 0.0, iters), None, (), {}, iters,
+                           cal.n_tokens)
+    docs = np.unique(cal.doc)
+    if len(docs) < 2:
+        raise ValueError("λ is chosen on a holdout of whole documents: need >= 2 calibration documents, got "
+                         f"{len(docs)}")
+    perm = np.random.default_rng(seed).permutation(docs)
+    n_hold = max(1, int(round(holdout * len(docs))))
+    lam, scores = _grid_search(spec, readout, cal.of_docs(perm[n_hold:]), cal.of_docs(perm[:n_hold]), lams, iters,
+                               max_widen)
+    probe = _lbfgs_fit(Probe(spec.form, d), readout, cal, lam, iters)
+    return FittedProbe(spec, probe, lam, tuple(scores), scores, iters, cal.n_tokens)
+
+
+@torch.no_grad()
+def probe_nll(model_or_readout, states: States, fitted: FittedProbe | None = None, placement: str = "head",
+              chunk: int = 64) -> NLLStats:
+    """Per-document NLL sums (real targets) of the readout, through the fitted probe if one is given."""
+    place = fitted.spec.placement if fitted is not None else placement
+    readout = model_or_readout if isinstance(model_or_readout, Readout) else Readout(model_or_readout, place)
+    probe = fitted.probe if fitted is not None else None
+    ce = []
+    for i in range(0, len(states), chunk):
+        x = states.x[i:i + chunk]
+        logits = probe.logits(readout, x) if probe is not None else readout(x)
+        ce.append(F.cross_entropy(logits.float().transpose(1, 2), states.y[i:i + chunk], reduction="none"))
+    ce_np = torch.cat(ce).double().numpy()
+    real = (states.y != PAD_ID).numpy()
+    docs = np.unique(states.doc)
+    pos = np.searchsorted(docs, states.doc)
+    s_real = np.bincount(pos, weights=(ce_np * real).sum(1), minlength=len(docs))
+    n_real = np.bincount(pos, weights=real.sum(1), minlength=len(docs))
+    return NLLStats(docs, s_real, n_real, s_real, n_real)  # pads excluded: "all" and "real" coincide
+
+
+# ---------------------------------------------------------------------------------------------------- shares
+def _share_terms(raw_min, raw_max, cal_min, cal_max):
+    """The raw gap, the gap left after each depth's own probe, the part the probes recover and its share."""
+    raw, left = raw_min - raw_max, cal_min - cal_max
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return {"raw gap": raw, "calibrated gap": left, "calibration": raw - left,
+                "calibration share": (raw - left) / raw}
+
+
+def calibration_share(model, spec: ProbeSpec, cal: tuple[States, States], ev: tuple[States, States],
+                      n_refit: int = 10, n_boot: int = 2000, seed: int = 0, level: float = 0.95, **fit_kw
+                      ) -> tuple[dict[str, Estimate], tuple[FittedProbe, FittedProbe]]:
+    """The share of the gap NLL(k_min) − NLL(k_max) that ``spec`` recovers, each depth with its own probe (as paper
+    B), from calibration and evaluation states at (k_min, k_max). The CI includes the fit's own uncertainty:
+    replicate i resamples the evaluation documents and uses probes refitted on the i-th of ``n_refit`` bootstrap
+    resamples of the calibration documents (``n_refit=0``: evaluation resampling only, the fit held fixed)."""
+    readout = Readout(model, spec.placement)
+    fits = tuple(fit_probe(readout, c, spec, seed=seed, **fit_kw) for c in cal)
+    raw = [probe_nll(readout, e) for e in ev]
+    point = [probe_nll(readout, e, f) for e, f in zip(ev, fits)]
+    docs = [np.unique(c.doc) for c in cal]
+    if not np.array_equal(docs[0], docs[1]) or not np.array_equal(raw[0].doc_index, raw[1].doc_index):
+        raise ValueError("both depths need the same calibration documents and the same evaluation documents")
+    if np.intersect1d(docs[0], raw[0].doc_index).size:
+        raise ValueError("calibration and evaluation documents overlap: fit on documents disjoint from the evaluation")
+    rng = np.random.default_rng(seed + 1)
+    refits = []
+    for _ in range(n_refit):
+        sample = rng.choice(docs[0], len(docs[0]), replace=True)
+        refits.append([probe_nll(readout, e, fit_probe(readout, c.of_docs(sample), spec, seed=seed, **fit_kw))
+                       for c, e in zip(cal, ev)])
+    idx = bootstrap_indices(len(raw[0].doc_index), n_boot, seed)
+    est = _share_terms(*(np.float64(value(s)) for s in (*raw, *point)))
+    reps = {k: np.empty(n_boot) for k in est}
+    for i in range(n_boot):
+        cal_i = refits[i % n_refit] if n_refit else point
+        one = _share_terms(*(replicates(s, idx[i:i + 1])[0] for s in (*raw, *cal_i)))
+        for k, v in one.items():
+            reps[k][i] = v
+    q = (1 - level) / 2
+    return ({k: Estimate(float(est[k]), float(np.nanquantile(reps[k], q)), float(np.nanquantile(reps[k], 1 - q)),
+                         level) for k in est}, fits)
+
+
+def data_curve(model, spec: ProbeSpec, pool: tuple[States, States], ev: tuple[States, States],
+               budgets: Sequence[int], seed: int = 0, n_boot: int = 1000, **fit_kw) -> list[dict]:
+    """Calibration share against calibration tokens: for each budget, the fewest documents of a seeded order of the
+    pool that hold at least that many real targets (the same documents at both depths). Evaluation resampling only
+    (no refits); the λ each probe chose is reported with whether it sat at the grid's edge."""
+    docs = np.random.default_rng(seed).permutation(np.unique(pool[0].doc))
+    per_doc = np.array([int((pool[0].y[pool[0].doc == d] != PAD_ID).sum()) for d in docs])
+    cum = np.cumsum(per_doc)
+    rows = []
+    for want in sorted(budgets):
+        m = int(np.searchsorted(cum, want)) + 1
+        if m > len(docs):
+            raise ValueError(f"calibration budget {want} tokens exceeds the pool's {int(cum[-1])}")
+        cal = tuple(p.of_docs(docs[:m]) for p in pool)
+        est, fits = calibration_share(model, spec, cal, ev, n_refit=0, n_boot=n_boot, seed=seed, **fit_kw)
+        share = est["calibration share"]
+        rows.append({"probe": spec.name, "budget": want, "calibration tokens": int(cum[m - 1]), "documents": m,
+                     "share": share.point, "lo": share.lo, "hi": share.hi,
+                     "lambda k_min": fits[0].lam, "lambda k_max": fits[1].lam,
+                     "lambda at edge": fits[0].lam_at_edge or fits[1].lam_at_edge})
+    return rows
+
+
+def share_by_probe(model, cal_batches, eval_batches, k_min: int, k_max: int | None = None,
+                   probes: Sequence[ProbeSpec] | None = None, schedule: str = "prefix", n_refit: int = 10,
+                   n_boot: int = 2000, seed: int = 0, **fit_kw) -> list[dict]:
+    """The calibration share of the gap NLL(k_min) − NLL(k_max) under ``schedule`` for every probe (placement ×
+    form), one row each: the share with a CI that includes refits, the raw and remaining gaps, the λ each depth's
+    probe chose (and whether at the grid's edge), the calibration tokens and the L-BFGS iteration count.
+    ``cal_batches`` / ``eval_batches`` are factories of batches over disjoint documents."""
+    layout = model.config.layout
+    k_max = k_max or budget(layout)
+    plans = (plan(layout, schedule, k_min), plan(layout, schedule, k_max))
+    full = plan(layout, "prefix", budget(layout))
+    rows = []
+    states: dict[tuple[str, str], tuple[States, States]] = {}
+    for spec in probes or all_probes():
+        for part, batches in (("cal", cal_batches), ("ev", eval_batches)):
+            if (spec.placement, part) not in states:
+                states[spec.placement, part] = tuple(collect_states(model, batches(), p, spec.placement, full=full)
+                                                     for p in plans)
+        est, fits = calibration_share(model, spec, states[spec.placement, "cal"], states[spec.placement, "ev"],
+                                      n_refit=n_refit, n_boot=n_boot, seed=seed, **fit_kw)
+        sh = est["calibration share"]
+        rows.append({"probe": spec.name, "placement": spec.placement, "form": spec.form, "schedule": schedule,
+                     "k_min": k_min, "k_max": k_max, "share": sh.point, "share lo": sh.lo, "share hi": sh.hi,
+                     "raw gap": est["raw gap"].point, "calibrated gap": est["calibrated gap"].point,
+                     "lambda k_min": fits[0].lam, "lambda k_max": fits[1].lam,
+                     "lambda at edge": fits[0].lam_at_edge or fits[1].lam_at_edge,
+                     "calibration tokens": fits[0].n_tokens, "lbfgs iterations": fits[0].iters, "refits": n_refit})
+    return rows

@@ -184,6 +184,8 @@ def test_calibration_share_refuses_overlap_and_its_ci_can_include_the_fit(setup)
     assert share.point > 0.8 and share.lo <= share.point <= share.hi
     assert refit["calibration share"].point == share.point  # the point uses the fit on every calibration document
     assert (refit["calibration share"].lo, refit["calibration share"].hi) != (share.lo, share.hi)
+    shift = refit["refit shift"]
+    assert shift.lo <= shift.point <= shift.hi and "refit shift" not in fixed
     with pytest.raises(ValueError, match="overlap"):
         calibration_share(m, spec, (shallow, head), (shallow, head), n_refit=0, n_boot=10)
 

@@ -26,6 +26,30 @@ entries = ledger["claims"]
 print(f"scale {scale}: {len(entries)} verdicts in {rep.paper / 'claims.json'}")
 
 # %% [markdown]
+# ## What changed at this scale
+#
+# Every verdict below was reached at this scale, not at the paper's. The table lists what differs from the paper's
+# configuration, how this scale's sizes and learning rates were chosen, and how many training seeds each section ran
+# (read from the executed notebooks' parameters). A verdict resting on one seed says nothing about seed-to-seed
+# variation.
+
+# %%
+from tiedlm_lib.experiments import get_scale  # noqa: E402
+from tiedlm_lib.paper import executed_parameters  # noqa: E402
+from tiedlm_lib.paths import project_root  # noqa: E402
+from tiedlm_lib.registry import scale_changes  # noqa: E402
+
+changes = rep.table(pd.DataFrame(scale_changes(scale)), "scale_changes")
+print(f"How the {scale} scale was chosen: {get_scale(scale).chosen}.")
+seed_rows = [{"section": p.stem, "seeds": executed_parameters(p).get("seeds")}
+             for p in sorted(rep.paper.glob("[0-9][0-9]_*.ipynb")) if p.stem != "11_claims"]
+seed_table = rep.table(pd.DataFrame(seed_rows, columns=["section", "seeds"]), "seeds_by_section")
+single = [r["section"] for r in seed_rows if r["seeds"] is not None and len(r["seeds"]) < 3]
+print(f"{len(single)} of {len(seed_rows)} executed sections ran fewer than 3 training seeds"
+      + (f": {', '.join(single)}." if single else "."))
+changes
+
+# %% [markdown]
 # A21 (the cross-model matrix against CEDLR-Hybrid2 and Meta-ASH) cannot be tested: those models are not public.
 # It is recorded as such, here, so that the ledger covers every claim.
 
@@ -125,10 +149,19 @@ def has(key, verdict):
     return key in ev and ev[key]["verdict"] == verdict
 
 
+probe_csv = project_root() / "benchmarks" / "results" / f"probe_family_v3_{scale}.csv"
+if "Q1/corrected" in ev and probe_csv.is_file():
+    pf = pd.read_csv(probe_csv).set_index("probe")["share"]
+    findings.append(f"Q1's answer here rests on one probe (an affine map at the head input, section 10). A first "
+                    f"look across probes (benchmarks/probe_family.py: v3, one seed, not a verdict) recovers between "
+                    f"{pf.min():.0%} ({pf.idxmin()}) and {pf.max():.0%} ({pf.idxmax()}) of the k=1 to k=K gap; "
+                    f"paper B's diagonal map recovers {pf['head/diagonal']:.0%} at the head input and "
+                    f"{pf['loop/diagonal']:.0%} before the layers after the loop.")
 if has("Q1/corrected", "no") and "B6/corrected" in ev:
-    findings.append("Paper B's decomposition on paper A's models: recalibrating the readout recovers little of the "
-                    "single-depth gap (Q1: no); most of it is the *number of applications* — re-adding the first "
-                    "update N times recovers most of the gap without new computation (section 10).")
+    findings.append("Paper B's decomposition on paper A's models: recalibrating the head input by an affine map "
+                    "recovers little of the single-depth gap (Q1: no, for that probe); most of it is the *number of "
+                    "applications* — re-adding the first update N times recovers most of the gap without new "
+                    "computation (section 10).")
 if has("B5/corrected", "reproduced"):
     findings.append("Training with a sampled application count for a short continuation closes most of the shallow "
                     "gap while keeping full-depth NLL: the trade-off law is a property of fixed-depth training, not "

@@ -191,3 +191,14 @@ def test_a_model_file_that_predates_a_field_loads_and_a_checkpoint_without_its_r
     save_checkpoint(tmp_path / "checkpoint.safetensors", model.state_dict(), {"model": meta["model"], "step": 1})
     with pytest.raises(CheckpointError, match="records no run configuration"):
         train(cfg, tmp_path, smoke_corpus, progress=False)
+
+
+def test_scale_changes_list_what_differs_from_the_paper_and_each_scale_says_how_it_was_chosen():
+    from tiedlm_lib.registry import scale_changes
+
+    rows = {r["quantity"]: r for r in scale_changes("cpu")}
+    assert rows["loop depth K"]["paper"] == "30" and rows["loop depth K"]["cpu"] == "16" and rows["loop depth K"][
+        "changed"]
+    assert not any(r["changed"] for r in scale_changes("paper"))
+    assert all(s.chosen for s in SCALES.values())
+    assert "favours A1" in SCALES["cpu"].chosen  # the choice and whom it favours are disclosed

@@ -93,3 +93,16 @@ def test_committed_ledgers_are_valid(ledger):
     assert led["scale"] == ledger.parent.name
     for e in led["claims"]:
         claims.validate_entry(e)
+
+
+def test_executed_parameters_reads_the_parameters_then_the_injected_ones(tmp_path):
+    import json
+
+    from tiedlm_lib.paper import executed_parameters
+
+    cell = lambda src, tag: {"cell_type": "code", "metadata": {"tags": [tag]}, "source": src}  # noqa: E731
+    nb = {"cells": [cell("scale = 'cpu'\nseeds = [0, 1, 2]\nfigures_dir = None\n", "parameters"),
+                    cell("scale = 'smoke'\n", "injected-parameters"),
+                    {"cell_type": "code", "metadata": {}, "source": "seeds = [9]"}]}
+    (tmp_path / "n.ipynb").write_text(json.dumps(nb))
+    assert executed_parameters(tmp_path / "n.ipynb") == {"scale": "smoke", "seeds": [0, 1, 2], "figures_dir": None}

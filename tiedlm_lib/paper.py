@@ -14,6 +14,7 @@ abstract, the sections, the claims ledger and the run times.
 from __future__ import annotations
 
 import argparse
+import ast
 import html
 import json
 import re
@@ -80,6 +81,25 @@ def execute(scale: str, only: list[str] | None = None, root: Path | None = None,
         _record_timing(out_dir / "timings.json", timings[-1])  # after each notebook: a later failure keeps it
         log(f"      {nb.stem} done in {dt:.0f} s (total {time.perf_counter() - start:.0f} s)")
     return timings
+
+
+def executed_parameters(path: str | Path) -> dict:
+    """The parameters an executed notebook ran with: its ``parameters`` cell, then papermill's injected ones (literal
+    assignments only)."""
+    nb = json.loads(Path(path).read_text())
+    out: dict = {}
+    for tag in ("parameters", "injected-parameters"):
+        for cell in nb["cells"]:
+            if tag not in cell.get("metadata", {}).get("tags", []):
+                continue
+            src = "".join(cell["source"]) if isinstance(cell["source"], list) else cell["source"]
+            for node in ast.parse(src).body:
+                if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+                    try:
+                        out[node.targets[0].id] = ast.literal_eval(node.value)
+                    except ValueError:
+                        pass  # not a literal (e.g. a path built from others)
+    return out
 
 
 def _record_timing(path: Path, timing: dict) -> None:

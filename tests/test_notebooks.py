@@ -83,6 +83,10 @@ def test_claims_ledger_schema(tmp_path):
             claims.validate_entry({**e, **bad})
     with pytest.raises(ValueError, match="verdict must be one of"):
         claims.record(tmp_path, "smoke", "x", "Q2", "reproduced", "c", {})
+    seeded = claims.record(tmp_path, "smoke", "06_iso_param_2x2", "A13", "reproduced", "c", {}, seeds=[0, 1, 2])
+    assert seeded["seeds"] == [0, 1, 2] and "seeds" not in e
+    with pytest.raises(ValueError, match="seeds must be a list of distinct integers"):
+        claims.validate_entry({**seeded, "seeds": [1, 1]})
     assert claims.verdict(True, False) == "reproduced" and claims.verdict(False, False) == "inconclusive"
     assert claims.answer(False, True) == "no"
 
@@ -106,3 +110,12 @@ def test_executed_parameters_reads_the_parameters_then_the_injected_ones(tmp_pat
                     {"cell_type": "code", "metadata": {}, "source": "seeds = [9]"}]}
     (tmp_path / "n.ipynb").write_text(json.dumps(nb))
     assert executed_parameters(tmp_path / "n.ipynb") == {"scale": "smoke", "seeds": [0, 1, 2], "figures_dir": None}
+
+
+def test_a_notebooks_verdicts_record_the_seeds_they_rest_on(tmp_path):
+    from tiedlm_lib.report import Report
+
+    rep = Report("04_tradeoff", "smoke", tmp_path / "f", tmp_path / "p", seeds=[0, 2])
+    assert rep.claim("A4", "inconclusive", "c", {"x": 1.0})["seeds"] == [0, 2]
+    assert rep.claim("A21", "not testable", "c", {}, seeds=[])["seeds"] == []
+    assert [c.get("seeds") for c in claims.read_ledger(tmp_path / "p")["claims"]] == [[0, 2], []]

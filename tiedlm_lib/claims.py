@@ -111,6 +111,10 @@ def validate_entry(e: dict[str, Any]) -> None:
         raise ValueError(f"claim {e['id']}: the criterion must be stated")
     if not isinstance(e["evidence"], dict):
         raise ValueError(f"claim {e['id']}: evidence must be a dict of numbers")
+    seeds = e.get("seeds", [])
+    if not isinstance(seeds, list) or len(set(seeds)) != len(seeds) or not all(
+            isinstance(s, int) and not isinstance(s, bool) and s >= 0 for s in seeds):
+        raise ValueError(f"claim {e['id']}: seeds must be a list of distinct integers >= 0, got {seeds!r}")
 
 
 def ledger_path(paper_dir: str | Path) -> Path:
@@ -123,10 +127,12 @@ def read_ledger(paper_dir: str | Path) -> dict[str, Any]:
 
 
 def record(paper_dir: str | Path, scale: str, notebook: str, claim_id: str, verdict: str, criterion: str,
-           evidence: dict[str, Any], protocol: str = "paper") -> dict[str, Any]:
-    """Add or replace the entry for (claim, protocol, notebook) in the scale's ledger (atomic, locked)."""
+           evidence: dict[str, Any], protocol: str = "paper", seeds: list[int] | None = None) -> dict[str, Any]:
+    """Add or replace the entry for (claim, protocol, notebook) in the scale's ledger (atomic, locked). ``seeds``:
+    the training seeds the verdict rests on (entries written before seeds were recorded lack the key)."""
     entry = {"id": claim_id, "claim": CLAIMS.get(claim_id, ""), "scale": scale, "notebook": notebook,
              "protocol": protocol, "verdict": verdict, "criterion": criterion,
+             **({} if seeds is None else {"seeds": list(seeds)}),
              "evidence": json.loads(json.dumps(evidence, default=float)),
              "recorded": time.strftime("%Y-%m-%dT%H:%M:%S")}
     validate_entry(entry)

@@ -40,7 +40,7 @@ class Report:
                  paper_dir: str | Path | None = None, seeds: Any = (0,)):
         # The notebook's parameters, checked before any work: a clear error for an unknown scale or a bad seed list
         get_scale(scale)
-        check_seeds(seeds)
+        self.seeds = check_seeds(seeds)
         root = project_root()
         self.notebook, self.scale = notebook, scale
         self.figures = Path(figures_dir) if figures_dir else root / "figures" / scale
@@ -63,7 +63,10 @@ class Report:
         return df
 
     def claim(self, claim_id: str, verdict: str, criterion: str, evidence: dict[str, Any],
-              protocol: str = "paper") -> dict[str, Any]:
-        e = _claims.record(self.paper, self.scale, self.notebook, claim_id, verdict, criterion, evidence, protocol)
+              protocol: str = "paper", seeds: Any = None) -> dict[str, Any]:
+        """Record a verdict; it rests on the notebook's training seeds unless ``seeds`` says otherwise (``[]``: a
+        verdict that trained nothing)."""
+        e = _claims.record(self.paper, self.scale, self.notebook, claim_id, verdict, criterion, evidence, protocol,
+                           self.seeds if seeds is None else list(seeds))
         print(f"{claim_id} [{protocol}] {verdict}: {criterion}")
         return e

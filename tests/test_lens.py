@@ -133,7 +133,7 @@ def test_the_loop_placement_undoes_what_the_head_placement_cannot():
     raw = value(probe_nll(m, ev, placement="loop"))
     r = Readout(m, "loop")
     with torch.no_grad():  # the same distorted states seen at the head placement
-        to_head = lambda s: States(r.ln_f(r.coda[0](s.x)), s.y, s.doc)  # noqa: E731
+        to_head = lambda s: States(r.model.head_input(r.model.coda(s.x)), s.y, s.doc)  # noqa: E731
     got = {}
     for placement, c, e in (("loop", cal, ev), ("head", to_head(cal), to_head(ev))):
         fitted = fit_probe(m, c, ProbeSpec(placement, "diagonal"), lams=(1e-5, 1e-4), max_widen=0)
@@ -162,6 +162,7 @@ def test_lambda_is_chosen_on_whole_documents_and_the_grid_widens_at_its_edge(set
     # clean states: the identity is the best map, so the strongest shrinkage wins and the grid grows upward
     up = fit_probe(m, head, ProbeSpec("head", "diagonal"), lams=(1e-3, 1e-2), max_widen=2)
     assert up.lam_grid == (1e-3, 1e-2, 1e-1, 1.0) and up.lam == 1.0 and up.lam_at_edge
+    assert all(p.grad is None and p.requires_grad for p in m.parameters())  # fits leave the model untouched
     # a rotated readout needs a map far from the identity: the weakest shrinkage wins and the grid grows downward
     R = torch.linalg.qr(torch.randn(16, 16, generator=torch.Generator().manual_seed(5)))[0]
     down = fit_probe(m, _distorted(head, lambda x: x @ R), ProbeSpec("head", "full"), lams=(10.0, 100.0))

@@ -96,23 +96,23 @@ class States:
 
 
 class Readout(nn.Module):
-    """The frozen part of the model after a placement: head (and the coda and ln_f for ``loop``), in eval mode."""
+    """The part of the model after a placement — the head, or for ``loop`` the model's own coda, final norm and head
+    — as a frozen copy in eval mode, so that fitting a probe never touches the model's parameters or gradients."""
 
     def __init__(self, model, placement: str):
         super().__init__()
         ProbeSpec(placement, "temperature")  # validates the placement
         self.placement = placement
-        self.coda = copy.deepcopy(nn.ModuleList([model.blocks[s.name] for s in model.coda_segments]))
-        self.ln_f, self.head = copy.deepcopy(model.ln_f), copy.deepcopy(model.head)
-        self.requires_grad_(False)
-        self.eval()
+        self.model = copy.deepcopy(model).requires_grad_(False).eval()
+
+    @property
+    def head(self) -> nn.Module:
+        return self.model.head
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if self.placement == "loop":
-            for block in self.coda:
-                x = block(x)
-            x = self.ln_f(x)
-        return self.head(x)
+            return self.model.readout(self.model.coda(x))
+        return self.model.head(x)
 
 
 @torch.no_grad()

@@ -235,8 +235,9 @@ def bootstrap_terms(conds: dict[str, NLLStats], terms: Callable[[dict[str, np.nd
                         level) for t in point}
 
 
-def _calibration_terms(total: np.ndarray, calibrated_gap: np.ndarray) -> dict[str, np.ndarray]:
-    """The part of a naive gap that recalibrating the readout removes, and its share of the gap."""
+def calibration_terms(total: np.ndarray, calibrated_gap: np.ndarray) -> dict[str, np.ndarray]:
+    """The part of a naive gap that recalibrating the readout removes, and its share of the gap (elementwise: a
+    point or one value per bootstrap replicate)."""
     with np.errstate(divide="ignore", invalid="ignore"):
         return {"total": total, "calibrated gap": calibrated_gap, "calibration": total - calibrated_gap,
                 "calibration share": (total - calibrated_gap) / total}
@@ -250,7 +251,7 @@ def decomposition_terms(v: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     out = {"application count": v["prefix_min"] - v["control_min"],
            "distinct depth": v["control_min"] - v["control_mid"],
            "block composition": v["control_mid"] - v["prefix_max"]}
-    return {**_calibration_terms(v["prefix_min"] - v["prefix_max"], v["cal_prefix_min"] - v["cal_prefix_max"]),
+    return {**calibration_terms(v["prefix_min"] - v["prefix_max"], v["cal_prefix_min"] - v["cal_prefix_max"]),
             **out}
 
 
@@ -260,7 +261,7 @@ def readout_share(conditions: dict[tuple, Condition], k_min: int, k_max: int, ki
     c_min, c_max = conditions["prefix", k_min], conditions["prefix", k_max]
     return bootstrap_terms({"min": c_min.raw, "max": c_max.raw, "cal_min": c_min.calibrated[kind],
                             "cal_max": c_max.calibrated[kind]},
-                           lambda v: _calibration_terms(v["min"] - v["max"], v["cal_min"] - v["cal_max"]),
+                           lambda v: calibration_terms(v["min"] - v["max"], v["cal_min"] - v["cal_max"]),
                            n_boot, seed)
 
 

@@ -34,6 +34,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from .data import PAD_ID, EvalBatch
+from .dcp import calibration_terms
 from .evaluation import NLLStats
 from .model import eval_mode
 from .schedules import Plan, budget, plan, run_core
@@ -284,11 +285,8 @@ def probe_nll(model_or_readout, states: States, fitted: FittedProbe | None = Non
 
 # ---------------------------------------------------------------------------------------------------- shares
 def _share_terms(raw_min, raw_max, cal_min, cal_max):
-    """The raw gap, the gap left after each depth's own probe, the part the probes recover and its share."""
-    raw, left = raw_min - raw_max, cal_min - cal_max
-    with np.errstate(divide="ignore", invalid="ignore"):
-        return {"raw gap": raw, "calibrated gap": left, "calibration": raw - left,
-                "calibration share": (raw - left) / raw}
+    """The raw gap ("total"), the gap left after each depth's own probe, the part the probes recover, its share."""
+    return calibration_terms(raw_min - raw_max, cal_min - cal_max)
 
 
 def calibration_share(model, spec: ProbeSpec, cal: tuple[States, States], ev: tuple[States, States],
@@ -381,7 +379,7 @@ def share_by_probe(model, cal_batches, eval_batches, k_min: int, k_max: int | No
         sh = est["calibration share"]
         rows.append({"probe": spec.name, "placement": spec.placement, "form": spec.form, "schedule": schedule,
                      "k_min": k_min, "k_max": k_max, "share": sh.point, "share lo": sh.lo, "share hi": sh.hi,
-                     "raw gap": est["raw gap"].point, "calibrated gap": est["calibrated gap"].point,
+                     "raw gap": est["total"].point, "calibrated gap": est["calibrated gap"].point,
                      "lambda k_min": fits[0].lam, "lambda k_max": fits[1].lam,
                      "lambda at edge": fits[0].lam_at_edge or fits[1].lam_at_edge,
                      "calibration tokens": fits[0].n_tokens, "lbfgs iterations": fits[0].iters, "refits": n_refit})

@@ -19,7 +19,7 @@
 
 # %% tags=["parameters"]
 scale = "cpu"  # smoke | cpu | paper (the trained-model part uses this scale's cached runs)
-seeds = [0]
+seeds = None  # training seeds; default: the scale's (smoke: [0], cpu: [0, 1, 2])
 figures_dir = None  # default: figures/<scale>/
 paper_dir = None  # default: paper/<scale>/
 
@@ -37,6 +37,7 @@ from tiedlm_lib.report import Report
 from tiedlm_lib.reported import reported_value
 
 rep = Report("01_architecture", scale, figures_dir, paper_dir, seeds=seeds)
+seeds = rep.seeds
 S = get_scale(scale)
 
 # %% [markdown]

@@ -21,33 +21,31 @@
 
 # %% tags=["parameters"]
 scale = "cpu"  # smoke | cpu | paper
-seeds = [0]
+seeds = None  # training seeds; default: the scale's (smoke: [0], cpu: [0, 1, 2])
 figures_dir = None  # default: figures/<scale>/
 paper_dir = None  # default: paper/<scale>/
 n_boot = 2000
 long_factor = 2.5  # the long horizon, in multiples of the short run's steps
 modes_short = ["full", "phantom", "phantom-last", "truncated:4"]
-modes_long = ["full", "phantom", "phantom-last", "truncated:4"]
+modes_long = ["full", "phantom", "phantom-last"]  # truncated:4 is measured over the short run only (cost)
 # checkpoint has exactly full's gradient (tests/test_training.py checks it to 1e-12), so it trains like full up to
 # float rounding; it is measured for memory and time above, not retrained here.
 
 # %%
-import math
-
 import altair as alt
 import pandas as pd
 
-from tiedlm_lib import get_run
+from tiedlm_lib import get_run, verdicts
 from tiedlm_lib.analysis import heldout, sweep_depths
-from tiedlm_lib.claims import answer, verdict
 from tiedlm_lib.evaluation import depth_stats
 from tiedlm_lib.experiments import get_scale
 from tiedlm_lib.paths import project_root
 from tiedlm_lib.report import Report
-from tiedlm_lib.reported import reported
+from tiedlm_lib.reported import reported, reported_value
 from tiedlm_lib.stats import paired_diff
 
 rep = Report("02_backprop", scale, figures_dir, paper_dir, seeds=seeds)
+seeds = rep.seeds
 S = get_scale(scale)
 K = S.K
 long_steps = int(long_factor * S.short_steps)
@@ -132,56 +130,55 @@ gaps = rep.table(pd.DataFrame(gap_rows), "gaps")
 gaps.round(4)
 
 # %% [markdown]
-# ## The claims
+# ## The paper's long phantom run (v7)
 #
-# * **A9** — phantom saves memory and time and costs little over a short run. *Criterion*: at k = 30 the benchmark's
-#   phantom/full ratios are ≤ 0.6 for memory and time (the paper: 0.54 and 0.48), and the short-run NLL gap
-#   phantom − full has its CI upper end ≤ 0.1 nats (the paper: +0.03). Not reproduced if a ratio exceeds 0.6 or the
-#   gap's CI lower end exceeds 0.1.
-# * **A10** — over the long horizon phantom underfits badly. *Criterion*: the long-run gap phantom − full has its CI
-#   above 0 and exceeds the short-run gap (it grows with the horizon). Not reproduced if the long-run CI reaches 0.
-# * **A3** — long phantom training makes shallow depths useless. *Criterion*: on the long paper-phantom run, NLL at
-#   every k ≤ K/2 is within 1 nat of ln V (uniform guessing). Not reproduced if NLL(K/2) is below ln V − 1.
-# * **Q5** — is the long-horizon penalty specific to the paper's loop-input phantom? *Yes* if the standard
-#   phantom-last's long-run NLL is below the paper phantom's (paired CI below 0) while the paper phantom underfits;
-#   *no* if it is not below.
+# A3 is a statement about one run: the large model trained for the long horizon with the paper-form phantom gradient
+# and its schedule (warm-up, β₂ = 0.95). That run (`v7` at this scale) is evaluated here at every depth up to K; the
+# small-model long runs above are the controlled comparison of estimators, not a stand-in for it.
 
 # %%
-ln_v = math.log(S.vocab_size)
-G = gaps.set_index(["horizon", "mode", "seed"])
-kk = bench.k.max()
-mem_ratio = b.loc[("phantom", kk), "peak_MiB"] / b.loc[("full", kk), "peak_MiB"]
-time_ratio = b.loc[("phantom", kk), "s_per_step"] / b.loc[("full", kk), "s_per_step"]
-short = [G.loc[("short", "phantom", sd)] for sd in seeds]
-ok = mem_ratio <= 0.6 and time_ratio <= 0.6 and all(g.ci_hi <= 0.1 for g in short)
-bad = mem_ratio > 0.6 or time_ratio > 0.6 or any(g.ci_lo > 0.1 for g in short)
-rep.claim("A9", verdict(ok, bad), "at k=30 phantom/full memory and time ratios <= 0.6 (benchmark), and the short-run "
-          "NLL gap phantom - full has 95% CI upper end <= 0.1 nats", {
-              "k": int(kk), "memory_ratio": mem_ratio, "time_ratio": time_ratio,
-              "short_gap": {f"s{sd}": [g["NLL - full"], g.ci_lo, g.ci_hi] for sd, g in zip(seeds, short)}}, "paper")
+v7 = {seed: get_run("v7", scale, seed) for seed in seeds}
+v7_stats = {seed: depth_stats(r.model, heldout(r.config)(), depths) for seed, r in v7.items()}
+v7_sweep = rep.table(pd.DataFrame([{"seed": sd, **row} for sd, st in v7_stats.items() for row in st.table()]),
+                     "v7_k_sweep")
+v7_sweep.pivot_table(index="seed", columns="k", values="nll_masked").round(3)
 
-long_ = [G.loc[("long", "phantom", sd)] for sd in seeds]
-ok = all(lg.ci_lo > 0 and lg["NLL - full"] > sg["NLL - full"] for lg, sg in zip(long_, short))
-bad = any(lg.ci_lo <= 0 for lg in long_)
-rep.claim("A10", verdict(ok, bad), "long-run NLL gap phantom - full has 95% CI above 0 and exceeds the short-run gap",
-          {f"s{sd}": {"long": [lg["NLL - full"], lg.ci_lo, lg.ci_hi], "short": sg["NLL - full"]}
-           for sd, lg, sg in zip(seeds, long_, short)}, "paper")
+# %% [markdown]
+# ## The claims
+#
+# Each criterion is a function of `tiedlm_lib.verdicts`, unit-tested on synthetic estimates for every outcome it
+# can return; it is stated here before the call that judges.
+#
+# * **A9** — phantom saves memory and time and costs little over a short run. *Criterion*: at the deepest benchmarked
+#   k the phantom/full ratios are ≤ 0.6 for memory and time (the paper: 0.54 and 0.48), and the short-run NLL gap
+#   phantom − full is non-inferior at +0.1 nats in every seed (CI upper end below 0.1; the paper: +0.03). Not
+#   reproduced if a ratio exceeds 0.6 or every seed's gap CI lies above 0.1.
+# * **A10** — over the long horizon phantom underfits badly. *Criterion*: the long-run gap phantom − full has its
+#   CI above 0 in every seed and its mean exceeds the short-run gap's. Its size is reported as a fraction of full
+#   backprop's NLL beside the paper's (1.36 / 2.508).
+# * **A3** — long phantom training makes shallow depths useless, judged on v7. *Criterion*: NLL(k) for every
+#   k ≤ K/2 within 1 nat of ln V and NLL(K) not, in every seed; not reproduced if NLL(K/2) < ln V − 1 in every seed.
+# * **Q5** — is the long-horizon penalty specific to the paper's loop-input phantom? *Yes* if phantom-last's
+#   long-run NLL is below the paper phantom's (CI below 0 in every seed) while the paper phantom underfits; *no* if
+#   phantom-last is worse in every seed or the paper phantom does not underfit.
 
-shallow = {sd: {k: stats["long", "phantom", sd].nll(k).masked for k in depths if k <= K // 2} for sd in seeds}
-rep.claim("A3", verdict(all(v >= ln_v - 1 for d in shallow.values() for v in d.values()),
-                        any(d[max(d)] < ln_v - 1 for d in shallow.values())),
-          f"on the long paper-phantom run, NLL(k) for every k <= K/2 is within 1 nat of ln V = {ln_v:.3f}",
-          {f"s{sd}": d for sd, d in shallow.items()}, "paper")
+# %%
+def gap(h, mode):
+    return {sd: paired_diff(stats[h, mode, sd].nll(K), stats[h, "full", sd].nll(K), "masked", n_boot)
+            for sd in seeds}
 
-q5 = {sd: paired_diff(stats["long", "phantom-last", sd].nll(K), stats["long", "phantom", sd].nll(K), "masked",
-                      n_boot).as_dict() for sd in seeds}
-paper_underfits = all(lg.ci_lo > 0 for lg in long_)
-rep.claim("Q5", answer(paper_underfits and all(d["hi"] < 0 for d in q5.values()),
-                       any(d["lo"] >= 0 for d in q5.values())),
-          "yes if phantom-last's long-run NLL is below the paper phantom's (paired CI below 0) while the paper "
-          "phantom underfits full backprop; no if it is not below",
-          {"phantom_last_minus_phantom": {f"s{sd}": d for sd, d in q5.items()},
-           "phantom_long_gap": {f"s{sd}": lg["NLL - full"] for sd, lg in zip(seeds, long_)}}, "corrected")
+
+kk = int(bench.k.max())
+a9 = verdicts.a9(ratio("phantom", "full", kk, "peak_MiB"), ratio("phantom", "full", kk, "s_per_step"),
+                 gap("short", "phantom"), kk)
+paper_rel = (reported_value("bench.v7.real") - reported_value("bench.v10.real")) / reported_value("bench.v10.real")
+a10 = verdicts.a10(gap("long", "phantom"), {sd: stats["long", "full", sd].nll(K).masked for sd in seeds}, paper_rel,
+                   short_gap=gap("short", "phantom"))
+a3 = verdicts.a3({sd: {k: st.nll(k).masked for k in depths} for sd, st in v7_stats.items()}, S.vocab_size, K)
+q5 = verdicts.q5({sd: paired_diff(stats["long", "phantom-last", sd].nll(K), stats["long", "phantom", sd].nll(K),
+                                  "masked", n_boot) for sd in seeds}, gap("long", "phantom"))
+for j in (a9, a10, a3, q5):
+    rep.judge(j)
 
 # %% [markdown]
 # ## What this section shows

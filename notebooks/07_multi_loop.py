@@ -14,7 +14,7 @@
 
 # %% tags=["parameters"]
 scale = "cpu"  # smoke | cpu | paper
-seeds = [0, 1, 2]
+seeds = None  # training seeds; default: the scale's (smoke: [0], cpu: [0, 1, 2])
 figures_dir = None  # default: figures/<scale>/
 paper_dir = None  # default: paper/<scale>/
 n_boot = 2000
@@ -25,16 +25,17 @@ steps = None  # default: 0.8 x the scale's short run, as section 06
 import altair as alt
 import pandas as pd
 
-from tiedlm_lib import get_run
+from tiedlm_lib import get_run, verdicts
 from tiedlm_lib.analysis import cached_corpus, heldout_scores
 from tiedlm_lib.benchmark import draw
-from tiedlm_lib.claims import answer, verdict
+from tiedlm_lib.criteria import sign, spread_columns
 from tiedlm_lib.experiments import get_scale, sft_run
 from tiedlm_lib.report import Report
 from tiedlm_lib.reported import reported
-from tiedlm_lib.stats import paired_diff, seed_verdict
+from tiedlm_lib.stats import paired_diff
 
 rep = Report("07_multi_loop", scale, figures_dir, paper_dir, seeds=seeds)
+seeds = rep.seeds
 S = get_scale(scale)
 steps = steps or int(0.8 * S.short_steps)
 OVR = {"size": size, "train.steps": steps}
@@ -71,9 +72,9 @@ for g, (a, b) in PAIRS.items():
         ests.setdefault(g, []).append(e)
         gap_rows.append({"gap": g, "seed": seed, "value": e.point, "lo": e.lo, "hi": e.hi})
 gaps = rep.table(pd.DataFrame(gap_rows), "gaps")
-verdicts = rep.table(pd.DataFrame([{"gap": g, "mean over seeds": sum(e.point for e in es) / len(es),
-                                    "every seed's CI": seed_verdict(es)} for g, es in ests.items()]), "gap_verdicts")
-verdicts.round(4)
+gap_signs = rep.table(pd.DataFrame([{"gap": g, "seeds": len(es), **spread_columns(es), "per-seed CIs": sign(es)}
+                                   for g, es in ests.items()]), "gap_verdicts")
+gap_signs.round(4)
 
 # %% [markdown]
 # Reported (paper scale, one seed):
@@ -130,7 +131,7 @@ pipe_est = {other: [paired_diff(pipe_scores["3 loops (v13)", s], pipe_scores[oth
                     for s in seeds] for other in ("1 loop (v10)", "vanilla (v9)")}
 display(pipe_tab.groupby("model")[["real token", "with pad"]].agg(["mean", "std"]).round(4))  # noqa: F821
 pd.DataFrame([{"gap": f"3 loops + SFT - {o} + SFT", **{f"s{s}": f"{e.point:+.3f} [{e.lo:+.3f}, {e.hi:+.3f}]"
-                                                         for s, e in zip(seeds, es)}, "verdict": seed_verdict(es)}
+                                                         for s, e in zip(seeds, es)}, "per-seed CIs": sign(es)}
               for o, es in pipe_est.items()])
 
 # %% [markdown]
@@ -145,32 +146,14 @@ pd.DataFrame([{"gap": f"3 loops + SFT - {o} + SFT", **{f"s{s}": f"{e.point:+.3f}
 #   one-loop tied model's and the vanilla model's (CIs below 0 in every seed); not reproduced if above either in
 #   every seed.
 # * **Q4** (multi-loop part) — do these gaps exceed their CIs across seeds? *yes* if the three-vs-one-loop gap has one
-#   sign with CIs excluding 0 in every seed, *no* if it is within noise.
+#   sign with CIs excluding 0 in every seed, *no* if it is within noise; seeds on opposite sides are inconclusive.
+#
+# All criteria are functions of `tiedlm_lib.verdicts`, unit-tested for every outcome.
 
 # %%
-sv = {g: seed_verdict(es) for g, es in ests.items()}
-holds = sv["3 loops - 1 loop"] == "below 0" and sv["3 loops - 2 loops"] == "below 0" and \
-    sv["4 loops - 3 loops"] == "above 0"
-contra = sv["3 loops - 1 loop"] == "above 0" or sv["4 loops - 3 loops"] == "below 0"
-rep.claim("A15", verdict(holds, contra), "every seed: v13 - v10 and v13 - v12 CIs below 0 and v14 - v13 CI above 0 "
-          "(real-token suffix NLL)", {g: {f"s{s}": [e.point, e.lo, e.hi] for s, e in zip(seeds, es)}
-                                      for g, es in ests.items()}, "corrected")
-
-multi = final.reset_index()
-last_is_max, ev = [], {}
-for _, r in multi.iterrows():
-    loops = [c for c in final.columns if pd.notna(r[c])]
-    if len(loops) < 2:
-        continue
-    last_is_max.append(max(loops, key=lambda c: r[c]) == loops[-1])
-    ev[f"{r.model}/s{r.seed}"] = {c: r[c] for c in loops}
-rep.claim("A16", verdict(all(last_is_max), not any(last_is_max)), "in every seed and multi-loop layout the last "
-          "loop has the largest final alpha", ev, "corrected")
-pv = {o: seed_verdict(es) for o, es in pipe_est.items()}
-rep.claim("A17", verdict(all(v == "below 0" for v in pv.values()), any(v == "above 0" for v in pv.values())),
-          "after SFT (paper protocol): v13 - v10 and v13 - v9 real-token suffix NLL, CIs below 0 in every seed",
-          {o: {f"s{s}": [e.point, e.lo, e.hi] for s, e in zip(seeds, es)} for o, es in pipe_est.items()},
-          "corrected")
-v3 = sv["3 loops - 1 loop"]
-_ = rep.claim("Q4", answer(v3 != "within noise", v3 == "within noise"), "the three-loop minus one-loop gap has one "
-              "sign with CIs excluding 0 in every seed", sv, "corrected")
+per_seed = {g: dict(zip(seeds, es)) for g, es in ests.items()}
+rep.judge(verdicts.a15(per_seed))
+rep.judge(verdicts.a16({m: {sd: final.loc[(m, sd)].dropna().to_dict() for (m_, sd) in final.index if m_ == m}
+                        for m in CAST}))
+rep.judge(verdicts.a17({f"3 loops + SFT - {o} + SFT": dict(zip(seeds, es)) for o, es in pipe_est.items()}))
+_ = rep.judge(verdicts.q4(per_seed, "3 loops - 1 loop"))

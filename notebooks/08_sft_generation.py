@@ -14,7 +14,7 @@
 
 # %% tags=["parameters"]
 scale = "cpu"  # smoke | cpu | paper
-seeds = [0]  # training seeds
+seeds = None  # training seeds; default: the scale's (smoke: [0], cpu: [0, 1, 2])
 figures_dir = None  # default: figures/<scale>/
 paper_dir = None  # default: paper/<scale>/
 n_boot = 2000
@@ -28,18 +28,18 @@ import altair as alt
 import numpy as np
 import pandas as pd
 
-from tiedlm_lib import get_run
+from tiedlm_lib import get_run, verdicts
 from tiedlm_lib.analysis import cached_corpus
 from tiedlm_lib.benchmark import draw, suffix_nll
-from tiedlm_lib.claims import verdict
 from tiedlm_lib.experiments import get_scale, sft_run
 from tiedlm_lib.generate import SamplingConfig, distinct_n, generate, repetition_rate
 from tiedlm_lib.report import Report
-from tiedlm_lib.reported import reported
+from tiedlm_lib.reported import reported, reported_value
 from tiedlm_lib.sft import IGNORE, pad_rate, sft_data, sft_targets
-from tiedlm_lib.stats import paired_diff
+from tiedlm_lib.stats import Estimate, paired_diff
 
 rep = Report("08_sft_generation", scale, figures_dir, paper_dir, seeds=seeds)
+seeds = rep.seeds
 S = get_scale(scale)
 print(f"scale {scale}: seq {S.seq_len}, {n_prompts} prompts, {max_new} new tokens, seeds {seeds}")
 
@@ -182,37 +182,36 @@ rep.chart(gc, "generation_measures")
 # ## The claims
 #
 # * **A12** — SFT on pad-target data costs real-token NLL: (paper protocol) the paper-SFT model's real-token NLL
-#   minus the PT model's has its CI above 0; not reproduced if below 0. Corrected: the same for the response-only SFT.
-# * **A20** — pre-trained-only models never emit pad and generate better: with the paper's penalty, the PT model's
-#   pad rate is 0 while the paper-SFT model's is above 0, and the PT model's distinct-2 is at least the SFT model's
-#   (a proxy for "better"; the paper judged by eye). Not reproduced if the PT model emits pad or the SFT model never
-#   does. Corrected: the same with the CTRL penalty and the response-only SFT model.
+#   minus the PT model's has its CI above 0 in every seed; not reproduced if below 0 in every seed. Corrected: the
+#   same for the response-only SFT, whose row also says what the pair implies about the paper's attribution of the
+#   cost to SFT (computed from the two outcomes). Sizes relative to the PT NLL beside the paper's (+0.4 on 2.51).
+# * **A20** — pre-trained-only models never emit pad and generate better. The first half is measurable: *not
+#   reproduced* if the PT model emits pad or the SFT model never does (paper penalty and paper-protocol SFT; corrected:
+#   CTRL penalty and response-only SFT). The second half needs a measure of generation quality that means something
+#   on this corpus at this scale; distinct-n measures diversity, not quality, and the paper judged by eye — so when
+#   the first half holds the verdict is *inconclusive at this scale*, never "reproduced" on a proxy.
+#
+# Both criteria are functions of `tiedlm_lib.verdicts`, unit-tested for every outcome.
 
 # %%
-ev, ok, bad = {}, [], []
-for seed in seeds:
-    c = cost[(cost.seed == seed) & (cost.metric == "real token")].set_index("SFT")
-    for name, proto in (("SFT paper (suffix, pad targets)", "paper"), ("SFT masked (response only)", "corrected")):
-        row = c.loc[name]
-        ev.setdefault(proto, {})[f"s{seed}"] = [row["SFT - PT"], row.lo, row.hi]
-for proto, name in (("paper", "SFT paper (suffix, pad targets)"), ("corrected", "SFT masked (response only)")):
-    rows_ = cost[(cost.SFT == name) & (cost.metric == "real token")]
-    rep.claim("A12", verdict(all(rows_.lo > 0), any(rows_.hi < 0)), f"{name}: real-token NLL on the held-out suffix "
-              "benchmark minus the PT model's, 95% CI above 0", ev[proto], proto)
+def costs(name):
+    c = cost[(cost.SFT == name) & (cost.metric == "real token")]
+    return {int(r.seed): Estimate(r["SFT - PT"], r.lo, r.hi) for _, r in c.iterrows()}
 
 
-def a20(sft_name, penalty):
+pt_nll = {sd: st["PT", sd].masked for sd in seeds}
+for j in verdicts.a12(costs("SFT paper (suffix, pad targets)"), costs("SFT masked (response only)"), pt_nll,
+                      (reported_value("bench.v11.real") - reported_value("bench.v10.real")) /
+                      reported_value("bench.v10.real")):
+    rep.judge(j)
+
+
+def pad_rates(sft_name, penalty):
     g = gen_summary[gen_summary.penalty == penalty].set_index(["model", "seed"])
-    ok, bad, e = [], [], {}
-    for seed in seeds:
-        p, s_ = g.loc[("PT", seed)], g.loc[(sft_name, seed)]
-        ok.append(p["pad rate"] == 0 and s_["pad rate"] > 0 and p["distinct-2"] >= s_["distinct-2"])
-        bad.append(p["pad rate"] > 0 or s_["pad rate"] == 0)
-        e[f"s{seed}"] = {"PT": p.to_dict(), "SFT": s_.to_dict()}
-    return verdict(all(ok), any(bad)), e
+    return {sd: {"PT": g.loc[("PT", sd), "pad rate"], "SFT": g.loc[(sft_name, sd), "pad rate"]} for sd in seeds}
 
 
-v, e = a20("SFT paper (suffix, pad targets)", "paper")
-rep.claim("A20", v, "paper penalty: PT pad rate 0, paper-SFT pad rate > 0, PT distinct-2 >= SFT distinct-2", e, "paper")
-v, e = a20("SFT masked (response only)", "ctrl")
-_ = rep.claim("A20", v, "CTRL penalty, response-only SFT: the same criterion", e, "corrected")
+rep.judge(verdicts.a20(pad_rates("SFT paper (suffix, pad targets)", "paper"), "paper",
+                       "paper penalty, paper-protocol SFT"))
+_ = rep.judge(verdicts.a20(pad_rates("SFT masked (response only)", "ctrl"), "corrected",
+                           "CTRL penalty, response-only SFT"))

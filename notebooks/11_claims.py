@@ -9,7 +9,7 @@
 
 # %% tags=["parameters"]
 scale = "cpu"  # smoke | cpu | paper
-seeds = [0]  # (unused here: the verdicts come from the sections)
+seeds = None  # training seeds; default: the scale's (smoke: [0], cpu: [0, 1, 2])
 figures_dir = None  # default: figures/<scale>/
 paper_dir = None  # default: paper/<scale>/
 
@@ -21,6 +21,7 @@ from tiedlm_lib.claims import CLAIMS, REPORTED, read_ledger
 from tiedlm_lib.report import Report, markdown_table
 
 rep = Report("11_claims", scale, figures_dir, paper_dir, seeds=seeds)
+seeds = rep.seeds
 ledger = read_ledger(rep.paper)
 entries = ledger["claims"]
 print(f"scale {scale}: {len(entries)} verdicts in {rep.paper / 'claims.json'}")
@@ -36,7 +37,6 @@ print(f"scale {scale}: {len(entries)} verdicts in {rep.paper / 'claims.json'}")
 # %%
 from tiedlm_lib.experiments import get_scale  # noqa: E402
 from tiedlm_lib.paper import executed_parameters  # noqa: E402
-from tiedlm_lib.paths import project_root  # noqa: E402
 from tiedlm_lib.registry import scale_changes  # noqa: E402
 
 changes = rep.table(pd.DataFrame(scale_changes(scale)), "scale_changes")
@@ -101,14 +101,16 @@ for cid, text in CLAIMS.items():
     if not es:
         rows.append({"id": cid, "claim": text, "reported": REPORTED.get(cid, ""), "protocol": "",
                      "verdict": f"pending (section {SECTION_OF.get(cid, '10' if cid.startswith('B') else '?')})",
-                     "measured": "", "section": ""})
+                     "basis": "", "seeds": "", "measured": "", "section": ""})
         continue
     for e in es:
         rows.append({"id": cid, "claim": text, "reported": REPORTED.get(cid, ""), "protocol": e["protocol"],
-                     "verdict": e["verdict"], "measured": condense(e["evidence"]), "section": e["notebook"]})
+                     "verdict": e["verdict"], "basis": e.get("basis", ""),
+                     "seeds": ", ".join(map(str, e.get("seeds", []))), "measured": condense(e["evidence"]),
+                     "section": e["notebook"]})
 table = pd.DataFrame(rows)
 with pd.option_context("display.max_colwidth", 120, "display.max_rows", 200):
-    display(table[["id", "protocol", "verdict", "reported", "measured", "section"]])  # noqa: F821
+    display(table[["id", "protocol", "verdict", "basis", "reported", "measured", "section"]])  # noqa: F821
 
 # %%
 counts = table.groupby("verdict").size().rename("entries").reset_index()
@@ -150,19 +152,29 @@ def has(key, verdict):
     return key in ev and ev[key]["verdict"] == verdict
 
 
-probe_csv = project_root() / "benchmarks" / "results" / f"probe_family_v3_{scale}.csv"
-if "Q1/corrected" in ev and probe_csv.is_file():
-    pf = pd.read_csv(probe_csv).set_index("probe")["share"]
-    findings.append(f"Q1's answer here rests on one probe (an affine map at the head input, section 10). A first "
-                    f"look across probes (benchmarks/probe_family.py: v3, one seed, not a verdict) recovers between "
-                    f"{pf.min():.0%} ({pf.idxmin()}) and {pf.max():.0%} ({pf.idxmax()}) of the k=1 to k=K gap; "
-                    f"paper B's diagonal map recovers {pf['head/diagonal']:.0%} at the head input and "
-                    f"{pf['loop/diagonal']:.0%} before the layers after the loop.")
-if has("Q1/corrected", "no") and "B6/corrected" in ev:
-    findings.append("Paper B's decomposition on paper A's models: recalibrating the head input by an affine map "
-                    "recovers little of the single-depth gap (Q1: no, for that probe); most of it is the *number of "
-                    "applications* — re-adding the first update N times recovers most of the gap without new "
-                    "computation (section 10).")
+def seed_points(d):
+    """The per-seed point estimates of an evidence block ({"s0": [point, lo, hi], ...})."""
+    return [v[0] for k, v in d.items() if k[:1] == "s" and k[1:].isdigit() and isinstance(v, list)]
+
+
+if "Q1/corrected" in ev:
+    q1 = ev["Q1/corrected"]["evidence"]
+    means = {p: sum(x for m in d.values() if isinstance(m, dict) for x in seed_points(m)) /
+             max(1, sum(len(seed_points(m)) for m in d.values() if isinstance(m, dict)))
+             for p, d in q1.items() if isinstance(d, dict) and "answer" in d}
+    lo_p, hi_p = min(means, key=means.get), max(means, key=means.get)
+    findings.append(f"How much of paper A's single-depth gap is 'readout' depends on the probe: across the probe "
+                    f"family (section 10) the share recovered ranges from {means[lo_p]:.0%} ({lo_p}) to "
+                    f"{means[hi_p]:.0%} ({hi_p}); paper B's own probe (head/diagonal) recovers "
+                    f"{means.get('head/diagonal', float('nan')):.0%}. Q1's answer per probe: "
+                    + ", ".join(f"{p} {q1[p]['answer']}" for p in means) + ".")
+if "B1/corrected" in ev:
+    b1 = ev["B1/corrected"]["evidence"]
+    fr = [a / t for m in b1.values() for a, t in zip(seed_points(m["application count"]), seed_points(m["total"]))]
+    findings.append(f"Re-adding the first update N - 1 more times without recomputing the block (frozen(1), this "
+                    f"project's control) recovers {sum(fr) / len(fr):.0%} of the single-depth k=1..N gap on average "
+                    "(section 10): much of the truncation gap is the number of writes into the stream, not new "
+                    "computation.")
 if has("B5/corrected", "reproduced"):
     findings.append("Training with a sampled application count for a short continuation closes most of the shallow "
                     "gap while keeping full-depth NLL: the trade-off law is a property of fixed-depth training, not "
@@ -180,7 +192,7 @@ for i, f in enumerate(findings, 1):
 md = ["# Claims ledger — scale `" + scale + "`", "",
       "Generated by `notebooks/11_claims.py` from `claims.json`; verdicts, criteria and evidence come from the "
       "sections' runs. Reported numbers are the papers' (labelled).", "",
-      markdown_table(table[["id", "claim", "reported", "protocol", "verdict", "measured", "section"]]),
+      markdown_table(table[["id", "claim", "reported", "protocol", "verdict", "basis", "measured", "section"]]),
       "## Criteria", ""]
 md += [f"* **{e['id']}** [{e['protocol']}, {e['notebook']}]: {e['criterion']}" for e in entries]
 md += ["", "## What this reproduction found that the papers did not say", ""]

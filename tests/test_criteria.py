@@ -1,5 +1,7 @@
 """Every outcome of every decision rule is reachable, on synthetic per-seed estimates."""
 
+import math
+
 import pytest
 
 from tiedlm_lib import criteria
@@ -62,3 +64,24 @@ def test_spread_flags_seed_variation_the_per_seed_cis_miss():
     assert not criteria.spread(wide_close).exceeds_per_seed_ci
     one = criteria.spread([E(0.1, 0.0, 0.2)])
     assert one.n == 1 and not one.exceeds_per_seed_ci
+
+
+@pytest.mark.parametrize("ests, want", [
+    ([E(-0.2, -0.3, -0.1), E(0.01, -0.02, 0.04)], "non-inferior"),  # better, or equal within the margin
+    ([E(0.2, 0.1, 0.3), E(0.3, 0.2, 0.4)], "inferior"),
+    ([E(0.01, -0.02, 0.04), E(0.2, 0.1, 0.3)], "seeds disagree"),
+    ([E(0.04, 0.01, 0.07)], "inconclusive"),
+])
+def test_noninferiority_reaches_every_outcome(ests, want):
+    assert criteria.noninferiority(ests, 0.05) == want
+    assert want in criteria.NONINFERIORITY_OUTCOMES
+    with pytest.raises(ValueError, match="margin must be > 0"):
+        criteria.noninferiority(ests, -1.0)
+
+
+def test_spread_columns_sit_beside_the_per_seed_cis():
+    cols = criteria.spread_columns([E(0.10, 0.09, 0.11), E(-0.10, -0.11, -0.09)])
+    assert cols["mean over seeds"] == pytest.approx(0.0) and cols["seed spread wider than a per-seed CI"]
+    assert cols["mean per-seed CI width"] == pytest.approx(0.02)
+    one = criteria.spread_columns([E(0.1, 0.0, 0.2)])
+    assert one["mean over seeds"] == 0.1 and math.isnan(one["sd over seeds"])

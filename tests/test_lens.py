@@ -3,6 +3,8 @@ can express (and the weaker forms do not), the loop placement reaches what the h
 matches the full-depth distribution, λ is chosen on whole documents from a grid widened at its edge, and the share's
 CI can include the fit's own uncertainty."""
 
+import math
+
 import numpy as np
 import pytest
 import torch
@@ -159,9 +161,15 @@ def test_the_tuned_form_matches_the_full_depth_distribution_without_targets(setu
 
 def test_lambda_is_chosen_on_whole_documents_and_the_grid_widens_at_its_edge(setup):
     m, head, _ = setup
-    # clean states: the identity is the best map, so the strongest shrinkage wins and the grid grows upward
+    # clean states: the identity is the best map, so the strongest shrinkage wins, the grid grows upward, and past its
+    # widest the limit λ = ∞ (the identity itself) is scored and chosen: exactly "no probe", never a truncated grid
     up = fit_probe(m, head, ProbeSpec("head", "diagonal"), lams=(1e-3, 1e-2), max_widen=2)
-    assert up.lam_grid == (1e-3, 1e-2, 1e-1, 1.0) and up.lam == 1.0 and up.lam_at_edge
+    assert up.lam_grid == (1e-3, 1e-2, 1e-1, 1.0, math.inf) and up.lam == math.inf and not up.lam_at_edge
+    assert all(torch.equal(p, q) for p, q in zip(up.probe.parameters(), Probe("diagonal", 16).parameters()))
+    refit = fit_probe(m, head, ProbeSpec("head", "diagonal"), lam=math.inf)  # a refit at the chosen λ: no search
+    assert refit.lam == math.inf and refit.lam_grid == (math.inf,)
+    with pytest.raises(ValueError, match="lam must be >= 0"):
+        fit_probe(m, head, ProbeSpec("head", "diagonal"), lam=-1.0)
     assert all(p.grad is None and p.requires_grad for p in m.parameters())  # fits leave the model untouched
     # a rotated readout needs a map far from the identity: the weakest shrinkage wins and the grid grows downward
     R = torch.linalg.qr(torch.randn(16, 16, generator=torch.Generator().manual_seed(5)))[0]

@@ -46,7 +46,7 @@ def test_parameters_cell(src):
     assert len(cells) == 1, "exactly one cell tagged 'parameters'"
     values = {t.id: ast.literal_eval(n.value) for n in ast.parse(cells[0].source).body if isinstance(n, ast.Assign)
               for t in n.targets}
-    assert values["scale"] == "cpu" and isinstance(values["seeds"], list)
+    assert values["scale"] == "cpu" and values["seeds"] is None  # None: the scale's seeds (Scale.seeds)
     assert "figures_dir" in values and "paper_dir" in values
 
 
@@ -119,3 +119,28 @@ def test_a_notebooks_verdicts_record_the_seeds_they_rest_on(tmp_path):
     assert rep.claim("A4", "inconclusive", "c", {"x": 1.0})["seeds"] == [0, 2]
     assert rep.claim("A21", "not testable", "c", {}, seeds=[])["seeds"] == []
     assert [c.get("seeds") for c in claims.read_ledger(tmp_path / "p")["claims"]] == [[0, 2], []]
+    # without a seeds parameter a section runs the scale's seeds: three at cpu, one at smoke
+    assert Report("04_tradeoff", "cpu", tmp_path / "f", tmp_path / "p").seeds == [0, 1, 2]
+    assert Report("04_tradeoff", "smoke", tmp_path / "f", tmp_path / "p").seeds == [0]
+    with pytest.raises(ValueError, match="seeds must be"):
+        Report("04_tradeoff", "smoke", tmp_path / "f", tmp_path / "p", seeds=[0, 0])
+
+
+def test_a_judgement_is_recorded_with_its_basis(tmp_path):
+    from tiedlm_lib import verdicts
+    from tiedlm_lib.report import Report
+    from tiedlm_lib.stats import Estimate
+
+    rep = Report("06_iso_param_2x2", "smoke", tmp_path / "f", tmp_path / "p", seeds=[0, 1])
+    e = rep.judge(verdicts.q4({"tied - vanilla": {0: Estimate(-0.3, -0.5, -0.1), 1: Estimate(0.3, 0.1, 0.5)}},
+                              "tied - vanilla"))
+    assert e["verdict"] == "inconclusive" and "seeds disagree" in e["basis"] and e["seeds"] == [0, 1]
+    with pytest.raises(ValueError, match="basis must be"):
+        claims.validate_entry({**e, "basis": 3})
+
+
+def test_paper_seeds_option_is_checked_before_any_work(capsys):
+    from tiedlm_lib.paper import main
+
+    assert main(["--scale", "smoke", "--seeds", "0,x", "--only", "11_claims"]) == 1
+    assert "--seeds must be comma-separated integers" in capsys.readouterr().err

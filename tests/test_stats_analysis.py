@@ -3,7 +3,7 @@ import pytest
 
 from tiedlm_lib.analysis import monotone_nonincreasing, saturation_depth, sweep_depths, uniform_at
 from tiedlm_lib.evaluation import DepthStats, NLLStats
-from tiedlm_lib.stats import bootstrap_indices, interpolate, mean_ci, paired_diff, value
+from tiedlm_lib.stats import bootstrap_indices, group_diff, interpolate, mean_ci, paired_diff, value
 
 
 def _stats(seed=0, n=40, shift=0.0):
@@ -78,13 +78,17 @@ def test_depth_grid_saturation_and_monotonicity():
     assert monotone_nonincreasing([3, 2.5, 2.505, 2]) and not monotone_nonincreasing([3, 2.5, 2.6])
 
 
-def test_seed_verdict_asks_every_seed_to_agree():
-    from tiedlm_lib.stats import Estimate, seed_verdict
-
-    below, above, straddle = Estimate(-0.1, -0.2, -0.05), Estimate(0.1, 0.05, 0.2), Estimate(0.0, -0.1, 0.1)
-    assert seed_verdict([below, below]) == "below 0"
-    assert seed_verdict([above, above, above]) == "above 0"
-    assert seed_verdict([below, straddle]) == "within noise"
-    assert seed_verdict([below, above]) == "within noise"
-    with pytest.raises(ValueError):
-        seed_verdict([])
+def test_group_diff_compares_two_groups_of_one_draw():
+    rng = np.random.default_rng(0)
+    n = 400
+    seen = rng.random(n) < 0.4
+    per_tok = np.where(seen, 2.0, 2.5) + rng.normal(0, 0.05, n)  # unseen rows are 0.5 nats worse
+    cnt = rng.integers(10, 30, n).astype(float)
+    s = NLLStats(np.arange(n), per_tok * cnt, cnt, per_tok * cnt, cnt)
+    e = group_diff(s, seen, n_boot=500)
+    ref = (per_tok[~seen] * cnt[~seen]).sum() / cnt[~seen].sum() - (per_tok[seen] * cnt[seen]).sum() / cnt[seen].sum()
+    assert e.point == pytest.approx(ref) and e.lo < e.point < e.hi and 0.45 < e.lo and e.hi < 0.55
+    with pytest.raises(ValueError, match="both groups"):
+        group_diff(s, np.ones(n, bool))
+    with pytest.raises(ValueError, match="one flag per row"):
+        group_diff(s, seen[:10])

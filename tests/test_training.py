@@ -112,6 +112,9 @@ def test_lr_schedule():
     assert lr_at(0, w) == 0.0 and lr_at(5, w) == pytest.approx(2e-4) and lr_at(10, w) == pytest.approx(4e-4)
     assert lr_at(100, w) == pytest.approx(4e-5)
     assert lr_at(57, TrainConfig(steps=100, lr=1e-4, schedule="constant")) == 1e-4
+    warm = TrainConfig(steps=100, lr=1e-4, lr_min=1e-4, warmup=10, schedule="constant")  # paper B's intervention
+    assert lr_at(0, warm) == 0.0 and lr_at(5, warm) == pytest.approx(5e-5)
+    assert lr_at(10, warm) == lr_at(99, warm) == 1e-4
 
 
 def _smoke(steps=8, **train_kw):

@@ -23,10 +23,11 @@ def cached_corpus(cfg: DataConfig) -> Corpus:
     return prepare_corpus(cfg)
 
 
-def heldout(run: RunConfig, n_docs: int | None = None) -> Callable[[], Iterator[EvalBatch]]:
-    """A factory of evaluation batches over the held-out documents of a run's corpus, each document once."""
+def heldout(run: RunConfig, n_docs: int | None = None, sampling: str = "all") -> Callable[[], Iterator[EvalBatch]]:
+    """A factory of evaluation batches over the held-out documents of a run's corpus: each document once
+    (``sampling="all"``), or the paper's 20 batches drawn with replacement, seeds 999 + i (``sampling="paper"``)."""
     corpus = cached_corpus(run.data)
-    return lambda: eval_batches(corpus.val, run.data.seq_len, run.train.batch_size, n_docs=n_docs)
+    return lambda: eval_batches(corpus.val, run.data.seq_len, run.train.batch_size, n_docs=n_docs, sampling=sampling)
 
 
 def depth_grid(K: int, extra: Iterable[int] = ()) -> list[int]:

@@ -115,6 +115,8 @@ def validate_entry(e: dict[str, Any]) -> None:
     if not isinstance(seeds, list) or len(set(seeds)) != len(seeds) or not all(
             isinstance(s, int) and not isinstance(s, bool) and s >= 0 for s in seeds):
         raise ValueError(f"claim {e['id']}: seeds must be a list of distinct integers >= 0, got {seeds!r}")
+    if not isinstance(e.get("basis", ""), str):
+        raise ValueError(f"claim {e['id']}: basis must be a sentence saying what decided the verdict")
 
 
 def ledger_path(paper_dir: str | Path) -> Path:
@@ -127,12 +129,14 @@ def read_ledger(paper_dir: str | Path) -> dict[str, Any]:
 
 
 def record(paper_dir: str | Path, scale: str, notebook: str, claim_id: str, verdict: str, criterion: str,
-           evidence: dict[str, Any], protocol: str = "paper", seeds: list[int] | None = None) -> dict[str, Any]:
+           evidence: dict[str, Any], protocol: str = "paper", seeds: list[int] | None = None, basis: str = ""
+           ) -> dict[str, Any]:
     """Add or replace the entry for (claim, protocol, notebook) in the scale's ledger (atomic, locked). ``seeds``:
-    the training seeds the verdict rests on (entries written before seeds were recorded lack the key)."""
+    the training seeds the verdict rests on (entries written before seeds were recorded lack the key); ``basis``:
+    which statistic decided (per-seed CIs or the between-seed spread, and whether seeds disagree)."""
     entry = {"id": claim_id, "claim": CLAIMS.get(claim_id, ""), "scale": scale, "notebook": notebook,
              "protocol": protocol, "verdict": verdict, "criterion": criterion,
-             **({} if seeds is None else {"seeds": list(seeds)}),
+             **({} if seeds is None else {"seeds": list(seeds)}), **({"basis": basis} if basis else {}),
              "evidence": json.loads(json.dumps(evidence, default=float)),
              "recorded": time.strftime("%Y-%m-%dT%H:%M:%S")}
     validate_entry(entry)
@@ -155,19 +159,23 @@ FINDINGS_END = "<!-- findings: end -->"
 
 def findings_markdown(ledger: dict[str, Any]) -> str:
     """The headline table: one row per claim the ledger judges, its verdict under each protocol (several sections'
-    verdicts on one claim joined with " / ") and the sections that judged it."""
+    verdicts on one claim joined with " / "), the training seeds the verdicts rest on (fewest over the claim's
+    entries; "?" for entries written before seeds were recorded) and the sections that judged it."""
     by_id: dict[str, dict[str, list[str]]] = {}
     for c in ledger.get("claims", []):
-        row = by_id.setdefault(c["id"], {"paper": [], "corrected": [], "section": []})
+        row = by_id.setdefault(c["id"], {"paper": [], "corrected": [], "section": [], "seeds": []})
         protocols = ("paper", "corrected") if c["protocol"] == "both" else (c["protocol"],)
-        for key, value in [(p, c["verdict"]) for p in protocols] + [("section", c["notebook"])]:
+        n = str(len(c["seeds"])) if "seeds" in c else "?"
+        for key, value in [(p, c["verdict"]) for p in protocols] + [("section", c["notebook"]), ("seeds", n)]:
             if value not in row[key]:
                 row[key].append(value)
-    lines = ["| id | claim | paper-faithful protocol | corrected protocol | section |", "|---|---|---|---|---|"]
+    lines = ["| id | claim | paper-faithful protocol | corrected protocol | seeds | section |",
+             "|---|---|---|---|---|---|"]
     for cid in sorted(by_id, key=list(CLAIMS).index):
         row = by_id[cid]
+        seeds = "?" if "?" in row["seeds"] else min(row["seeds"], key=int)
         lines.append(f"| {cid} | {CLAIMS[cid]} | {' / '.join(row['paper']) or '—'} | "
-                     f"{' / '.join(row['corrected']) or '—'} | {', '.join(row['section'])} |")
+                     f"{' / '.join(row['corrected']) or '—'} | {seeds} | {', '.join(row['section'])} |")
     return "\n".join(lines)
 
 

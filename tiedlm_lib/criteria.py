@@ -8,6 +8,7 @@ is reachable (tests/test_criteria.py produces each on synthetic estimates). Marg
 * ``equivalence``: "costs nothing" as two one-sided tests against a margin: "equivalent" when a seed's CI lies inside
   (−margin, +margin), "not equivalent" when it lies wholly outside [−margin, +margin] (the effect exceeds the margin);
   over seeds, every seed must agree.
+* ``noninferiority``: the upper of those two one-sided tests, for "does not lower" (being better also passes).
 * ``spread``: the between-seed spread of point estimates beside the per-seed CIs, with a t-interval on the mean.
 """
 
@@ -30,6 +31,7 @@ MARGIN_GAP_FRACTION = 0.10  # a margin relative to the single-depth depth gap NL
 
 SIGN_OUTCOMES = ("above 0", "below 0", "seeds disagree", "within noise")
 EQUIVALENCE_OUTCOMES = ("equivalent", "not equivalent", "seeds disagree", "inconclusive")
+NONINFERIORITY_OUTCOMES = ("non-inferior", "inferior", "seeds disagree", "inconclusive")
 
 
 def _check(estimates: Sequence[Estimate]) -> None:
@@ -73,6 +75,23 @@ def equivalence(estimates: Sequence[Estimate], margin: float) -> str:
     return "inconclusive"
 
 
+def noninferiority(estimates: Sequence[Estimate], margin: float) -> str:
+    """The upper one-sided test of ``equivalence``, for claims that only exclude being worse ("does not lower the
+    ceiling"; a difference where larger is worse): "non-inferior" when every seed's CI upper end is below +margin,
+    "inferior" when every seed's CI lies wholly above it, "seeds disagree" when seeds split both ways."""
+    _check(estimates)
+    if not margin > 0:
+        raise ValueError(f"a non-inferiority margin must be > 0, got {margin!r}")
+    per_seed = ["non-inferior" if e.hi < margin else "inferior" if e.lo > margin else "?" for e in estimates]
+    if all(v == "non-inferior" for v in per_seed):
+        return "non-inferior"
+    if all(v == "inferior" for v in per_seed):
+        return "inferior"
+    if "non-inferior" in per_seed and "inferior" in per_seed:
+        return "seeds disagree"
+    return "inconclusive"
+
+
 def margin_for(depth_gap: float) -> float:
     """The stricter of the two stated margins for a model whose single-depth depth gap is ``depth_gap`` nats."""
     if not depth_gap > 0:
@@ -109,3 +128,11 @@ def spread(estimates: Sequence[Estimate]) -> Spread:
     width = float(np.mean([e.hi - e.lo for e in estimates]))
     return Spread(n, float(pts.mean()), sd, float(pts.mean() - half), float(pts.mean() + half), float(pts.min()),
                   float(pts.max()), bool(n > 1 and pts.max() - pts.min() > width))
+
+
+def spread_columns(estimates: Sequence[Estimate]) -> dict[str, float | bool]:
+    """Table columns for the between-seed spread beside the per-seed CIs (one seed: the mean only)."""
+    s = spread(estimates)
+    return {"mean over seeds": s.mean, "sd over seeds": s.sd, "t95 lo": s.lo, "t95 hi": s.hi,
+            "mean per-seed CI width": float(np.mean([e.hi - e.lo for e in estimates])),
+            "seed spread wider than a per-seed CI": s.exceeds_per_seed_ci}

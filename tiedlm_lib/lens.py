@@ -16,8 +16,9 @@ form (what the map can express)
 
 Fitting (paper B's procedure where it is the reference): no temperature inside the maps; L-BFGS with a strong-Wolfe
 line search for ``iters`` iterations on the whole calibration set; λ chosen on a holdout of whole calibration
-documents from a grid that is widened by a decade whenever the best λ sits at its edge, then the map refit on all
-calibration documents. Calibration and evaluation documents must be disjoint (``fit_probe`` only sees the former).
+documents from a grid that is widened by a decade whenever the best λ sits at its edge and then by its limits (λ = ∞:
+the identity map, no probe; λ = 0: no ridge), then the map refit on all calibration documents. Calibration and
+evaluation documents must be disjoint (``fit_probe`` only sees the former).
 Differences from paper B: its diagonal fit ran 20 L-BFGS iterations and chose λ on the last 20% of calibration
 *tokens*; its tuned lens acts on the pre-norm state and was trained with Adam on thousands of training documents.
 """
@@ -25,6 +26,7 @@ Differences from paper B: its diagonal fit ran 20 L-BFGS iterations and chose λ
 from __future__ import annotations
 
 import copy
+import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
@@ -214,33 +216,46 @@ class FittedProbe:
 
     @property
     def lam_at_edge(self) -> bool:
-        return self.lam is not None and self.lam in (self.lam_grid[0], self.lam_grid[-1])
+        """The chosen λ is the smallest or largest finite λ tried and the limit beyond it (0 or ∞) was worse: the
+        optimum may lie between them. A λ of exactly 0 or ∞ is a limit the holdout chose, not an edge."""
+        finite = [v for v in self.lam_grid if 0 < v < math.inf]
+        return self.lam is not None and 0 < self.lam < math.inf and self.lam in (finite[0], finite[-1])
 
 
 def _grid_search(spec: ProbeSpec, readout: Readout, fit: States, hold: States, lams: Sequence[float], iters: int,
                  max_widen: int) -> tuple[float, dict[float, float]]:
+    """The λ with the lowest holdout objective. The grid widens by a decade while the best sits at its edge; if it
+    still does, the limit beyond that edge is scored too — λ = ∞ (the identity map: no probe) above, λ = 0 (no
+    ridge) below — so a probe that wants no shrinkage or no change gets exactly that instead of a truncated grid."""
     d = fit.x.shape[-1]
     scores: dict[float, float] = {}
+
+    def score(lam: float) -> None:
+        if lam not in scores:
+            p = Probe(spec.form, d) if math.isinf(lam) else _lbfgs_fit(Probe(spec.form, d), readout, fit, lam, iters)
+            with torch.no_grad():
+                scores[lam] = float(_objective(p, readout, hold))
+
     grid = sorted(lams)
-    for _ in range(max_widen + 1):
+    for widened in range(max_widen + 1):
         for lam in grid:
-            if lam not in scores:
-                p = _lbfgs_fit(Probe(spec.form, d), readout, fit, lam, iters)
-                with torch.no_grad():
-                    scores[lam] = float(_objective(p, readout, hold))
+            score(lam)
         best = min(grid, key=lambda v: (scores[v], -v))  # ties: the stronger shrinkage
-        if best == grid[0]:
-            grid = [grid[0] / 10, *grid]
-        elif best == grid[-1]:
-            grid = [*grid, grid[-1] * 10]
-        else:
+        if best not in (grid[0], grid[-1]):
             break
+        if widened == max_widen:  # still at an edge: score the limit beyond it
+            score(0.0 if best == grid[0] else math.inf)
+            break
+        grid = [grid[0] / 10, *grid] if best == grid[0] else [*grid, grid[-1] * 10]
+    best = min(scores, key=lambda v: (scores[v], -v))
     return best, dict(sorted(scores.items()))
 
 
 def fit_probe(model_or_readout, cal: States, spec: ProbeSpec, lams: Sequence[float] = LAMBDAS,
-              holdout: float = 0.2, iters: int = 100, seed: int = 0, max_widen: int = 3) -> FittedProbe:
-    """Fit ``spec`` on the calibration states (see the module docstring for the procedure)."""
+              holdout: float = 0.2, iters: int = 100, seed: int = 0, max_widen: int = 3,
+              lam: float | None = None) -> FittedProbe:
+    """Fit ``spec`` on the calibration states (see the module docstring for the procedure). ``lam``: fit at this
+    ridge on all calibration documents without a search (a refit of an already chosen λ; ``math.inf``: identity)."""
     readout = model_or_readout if isinstance(model_or_readout, Readout) else Readout(model_or_readout, spec.placement)
     if readout.placement != spec.placement:
         raise ValueError(f"readout placed at {readout.placement!r} cannot fit a {spec.name} probe")
@@ -250,6 +265,11 @@ def fit_probe(model_or_readout, cal: States, spec: ProbeSpec, lams: Sequence[flo
     if spec.form == "temperature":
         return FittedProbe(spec, _lbfgs_fit(Probe("temperature", d), readout, cal, 0.0, iters), None, (), {}, iters,
                            cal.n_tokens)
+    if lam is not None:
+        if not lam >= 0:
+            raise ValueError(f"lam must be >= 0 (math.inf for the identity), got {lam!r}")
+        probe = Probe(spec.form, d) if math.isinf(lam) else _lbfgs_fit(Probe(spec.form, d), readout, cal, lam, iters)
+        return FittedProbe(spec, probe, lam, (lam,), {}, iters, cal.n_tokens)
     docs = np.unique(cal.doc)
     if len(docs) < 2:
         raise ValueError("λ is chosen on a holdout of whole documents: need >= 2 calibration documents, got "
@@ -258,7 +278,7 @@ def fit_probe(model_or_readout, cal: States, spec: ProbeSpec, lams: Sequence[flo
     n_hold = max(1, int(round(holdout * len(docs))))
     lam, scores = _grid_search(spec, readout, cal.of_docs(perm[n_hold:]), cal.of_docs(perm[:n_hold]), lams, iters,
                                max_widen)
-    probe = _lbfgs_fit(Probe(spec.form, d), readout, cal, lam, iters)
+    probe = Probe(spec.form, d) if math.isinf(lam) else _lbfgs_fit(Probe(spec.form, d), readout, cal, lam, iters)
     return FittedProbe(spec, probe, lam, tuple(scores), scores, iters, cal.n_tokens)
 
 
@@ -295,7 +315,9 @@ def calibration_share(model, spec: ProbeSpec, cal: tuple[States, States], ev: tu
     """The share of the gap NLL(k_min) − NLL(k_max) that ``spec`` recovers, each depth with its own probe (as paper
     B), from calibration and evaluation states at (k_min, k_max). The CI includes the fit's own uncertainty:
     replicate i resamples the evaluation documents and uses probes refitted on the i-th of ``n_refit`` bootstrap
-    resamples of the calibration documents (``n_refit=0``: evaluation resampling only, the fit held fixed).
+    resamples of the calibration documents (``n_refit=0``: evaluation resampling only, the fit held fixed). A refit
+    keeps the λ the full calibration set chose (the uncertainty of the map given its ridge, not of the λ search;
+    this makes a refit one fit instead of a grid search).
 
     With refits, ``"refit shift"`` is the refitted shares minus the point (mean [min, max]). A resample holds about
     63% distinct documents, so a data-starved probe recovers less when refitted: a clearly negative shift puts the
@@ -313,8 +335,9 @@ def calibration_share(model, spec: ProbeSpec, cal: tuple[States, States], ev: tu
     refits = []
     for _ in range(n_refit):
         sample = rng.choice(docs[0], len(docs[0]), replace=True)
-        refits.append([probe_nll(readout, e, fit_probe(readout, c.of_docs(sample), spec, seed=seed, **fit_kw))
-                       for c, e in zip(cal, ev)])
+        refits.append([probe_nll(readout, e, fit_probe(readout, c.of_docs(sample), spec, seed=seed,
+                                                       **(fit_kw | {"lam": f.lam} if f.lam is not None else fit_kw)))
+                       for c, e, f in zip(cal, ev, fits)])
     idx = bootstrap_indices(len(raw[0].doc_index), n_boot, seed)
     est = _share_terms(*(np.float64(value(s)) for s in (*raw, *point)))
     reps = {k: np.empty(n_boot) for k in est}

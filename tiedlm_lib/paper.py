@@ -54,13 +54,20 @@ class NotebookFailed(RuntimeError):
     pass
 
 
-def execute(scale: str, only: list[str] | None = None, root: Path | None = None, log=print) -> list[dict]:
-    """Execute the notebooks with papermill into paper/<scale>/; returns [{notebook, seconds}]."""
+def execute(scale: str, only: list[str] | None = None, root: Path | None = None, log=print,
+            seeds: list[int] | None = None) -> list[dict]:
+    """Execute the notebooks with papermill into paper/<scale>/; returns [{notebook, seconds}]. ``seeds``: the
+    training seeds of every section (default: the scale's); fewer seeds than the scale's give a quick first look
+    whose verdicts say "single-seed" in their basis."""
     import papermill as pm  # notebook machinery only when executing, not for the HTML
 
     from .experiments import get_scale  # torch only when executing
 
     get_scale(scale)
+    if seeds is not None:
+        from .registry import check_seeds
+
+        seeds = check_seeds(seeds)
     root = root or project_root()
     out_dir = root / "paper" / scale
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -71,7 +78,8 @@ def execute(scale: str, only: list[str] | None = None, root: Path | None = None,
         log(f"[{i}/{len(nbs)}] {nb.stem} at {scale} ...")
         t0 = time.perf_counter()
         try:
-            pm.execute_notebook(str(nb), str(out_dir / nb.name), parameters={"scale": scale},
+            pm.execute_notebook(str(nb), str(out_dir / nb.name),
+                                parameters={"scale": scale, **({} if seeds is None else {"seeds": seeds})},
                                 cwd=str(nb.parent), kernel_name="python3", progress_bar=False, log_output=False)
         except pm.PapermillExecutionError as e:
             raise NotebookFailed(f"{nb.stem} failed in cell {e.cell_index} (execution count {e.exec_count}): "
@@ -205,11 +213,18 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--scale", default="cpu", help="smoke | cpu | paper (default cpu)")
     p.add_argument("--only", default="", help="comma-separated notebook names (default: all, in order)")
     p.add_argument("--html-only", action="store_true", help="render the HTML from already executed notebooks")
+    p.add_argument("--seeds", default="", help="comma-separated training seeds for every section (default: the "
+                   "scale's; e.g. --seeds 0 for a quick single-seed first look)")
     a = p.parse_args(argv)
     only = [s.strip() for s in a.only.split(",") if s.strip()] or None
     try:
+        seeds = [int(s) for s in a.seeds.split(",") if s.strip()] or None
+    except ValueError:
+        print(f"error: --seeds must be comma-separated integers such as 0,1,2, got {a.seeds!r}", file=sys.stderr)
+        return 1
+    try:
         if not a.html_only:
-            execute(a.scale, only, log=lambda m: print(m, flush=True))
+            execute(a.scale, only, log=lambda m: print(m, flush=True), seeds=seeds)
         index = render_html(a.scale)
         if a.scale == "cpu":  # the README's headline table is the cpu ledger's
             update_findings(project_root() / "README.md", read_ledger(project_root() / "paper" / "cpu"))

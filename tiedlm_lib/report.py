@@ -37,10 +37,11 @@ class Report:
     and the claims ledger ``paper/<scale>/claims.json``."""
 
     def __init__(self, notebook: str, scale: str, figures_dir: str | Path | None = None,
-                 paper_dir: str | Path | None = None, seeds: Any = (0,)):
-        # The notebook's parameters, checked before any work: a clear error for an unknown scale or a bad seed list
-        get_scale(scale)
-        self.seeds = check_seeds(seeds)
+                 paper_dir: str | Path | None = None, seeds: Any = None):
+        # The notebook's parameters, checked before any work: a clear error for an unknown scale or a bad seed list.
+        # seeds=None: the scale's seeds (smoke: one; cpu: three), which every verdict of the section rests on.
+        default = get_scale(scale).seeds
+        self.seeds = check_seeds(list(default) if seeds is None else seeds)
         root = project_root()
         self.notebook, self.scale = notebook, scale
         self.figures = Path(figures_dir) if figures_dir else root / "figures" / scale
@@ -63,10 +64,14 @@ class Report:
         return df
 
     def claim(self, claim_id: str, verdict: str, criterion: str, evidence: dict[str, Any],
-              protocol: str = "paper", seeds: Any = None) -> dict[str, Any]:
+              protocol: str = "paper", seeds: Any = None, basis: str = "") -> dict[str, Any]:
         """Record a verdict; it rests on the notebook's training seeds unless ``seeds`` says otherwise (``[]``: a
         verdict that trained nothing)."""
         e = _claims.record(self.paper, self.scale, self.notebook, claim_id, verdict, criterion, evidence, protocol,
-                           self.seeds if seeds is None else list(seeds))
-        print(f"{claim_id} [{protocol}] {verdict}: {criterion}")
+                           self.seeds if seeds is None else list(seeds), basis)
+        print(f"{claim_id} [{protocol}] {verdict}: {criterion}" + (f" — basis: {basis}" if basis else ""))
         return e
+
+    def judge(self, j, seeds: Any = None) -> dict[str, Any]:
+        """Record a ``verdicts.Judgement`` (the one call a notebook makes per claim)."""
+        return self.claim(j.claim, j.verdict, j.criterion, j.evidence, j.protocol, seeds, j.basis)

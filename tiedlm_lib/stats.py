@@ -11,7 +11,6 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .criteria import sign
 from .evaluation import NLLStats
 
 METRICS = ("masked", "with_pad")
@@ -87,16 +86,28 @@ def mean_ci(s: NLLStats, metric: str = "masked", n_boot: int = 2000, seed: int =
     return Estimate(value(s, metric), float(np.quantile(r, q)), float(np.quantile(r, 1 - q)), level)
 
 
+def group_diff(s: NLLStats, in_group: np.ndarray, metric: str = "masked", n_boot: int = 2000, seed: int = 0,
+               level: float = 0.95) -> Estimate:
+    """NLL of the rows outside a group minus NLL of the rows inside it, both from the same draw (e.g. benchmark
+    sequences the model did not see in training minus those it saw). A replicate resamples the rows of the draw
+    once and recomputes both ratios, so the CI reflects which rows fell in each group."""
+    g = np.asarray(in_group, dtype=bool)
+    if g.shape != s.doc_index.shape:
+        raise ValueError(f"in_group must have one flag per row ({s.doc_index.shape[0]}), got shape {g.shape}")
+    if g.all() or not g.any():
+        raise ValueError("both groups need at least one row: the comparison is undefined otherwise")
+    num, den = _num_den(s, metric)
+    idx = bootstrap_indices(len(g), n_boot, seed)
+    w_in, w_out = g[idx], ~g[idx]
+    rep = ((num[idx] * w_out).sum(1) / np.maximum((den[idx] * w_out).sum(1), 1)
+           - (num[idx] * w_in).sum(1) / np.maximum((den[idx] * w_in).sum(1), 1))
+    point = float(num[~g].sum() / den[~g].sum() - num[g].sum() / den[g].sum())
+    q = (1 - level) / 2
+    return Estimate(point, float(np.quantile(rep, q)), float(np.quantile(rep, 1 - q)), level)
+
+
 def interpolate(lo: NLLStats, hi: NLLStats, w: float) -> NLLStats:
     """Per-document linear interpolation (1 − w)·lo + w·hi: uniform depth at a fractional average depth."""
     _check_paired(lo, hi)
     return NLLStats(lo.doc_index, (1 - w) * lo.sum_all + w * hi.sum_all, lo.n_all,
                     (1 - w) * lo.sum_real + w * hi.sum_real, lo.n_real)
-
-
-def seed_verdict(estimates: list[Estimate]) -> str:
-    """Turn one paired CI per seed into a verdict on the sign of a gap: "below 0" when every seed's CI lies below
-    0, "above 0" when every one lies above, "within noise" otherwise (including seeds that disagree, which
-    ``criteria.sign`` names separately)."""
-    v = sign(estimates)
-    return "within noise" if v == "seeds disagree" else v

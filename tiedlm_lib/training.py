@@ -41,11 +41,12 @@ class NonFiniteLossError(RuntimeError):
 
 def lr_at(step: int, cfg: TrainConfig) -> float:
     """Linear warmup from 0 over ``warmup`` steps, then cosine from lr to lr_min over the remaining steps
-    (with warmup = 0 this is CosineAnnealingLR(T_max=steps, eta_min=lr_min) stepped every step); or constant."""
-    if cfg.schedule == "constant":
-        return cfg.lr
+    (with warmup = 0 this is CosineAnnealingLR(T_max=steps, eta_min=lr_min) stepped every step); or, for the
+    constant schedule, the same warmup and then lr (paper B's intervention: warmup 100, constant lr)."""
     if step < cfg.warmup:
         return cfg.lr * step / cfg.warmup
+    if cfg.schedule == "constant":
+        return cfg.lr
     t = (step - cfg.warmup) / max(1, cfg.steps - cfg.warmup)
     return cfg.lr_min + (cfg.lr - cfg.lr_min) * 0.5 * (1 + math.cos(math.pi * t))
 

@@ -1,0 +1,288 @@
+"""Every claim's criterion (tiedlm_lib.verdicts) reaches every outcome it can return, on synthetic estimates."""
+
+import math
+
+import pytest
+
+from tiedlm_lib import verdicts as V
+from tiedlm_lib.claims import validate_entry
+from tiedlm_lib.stats import Estimate
+
+
+def E(point, lo, hi):
+    return Estimate(point, lo, hi)
+
+
+UP, DOWN, NOISE = E(0.3, 0.1, 0.5), E(-0.3, -0.5, -0.1), E(0.0, -0.1, 0.1)
+
+
+def seeds(*ests):
+    return dict(enumerate(ests))
+
+
+def check(j, want, claim=None):
+    assert want is None or j.verdict == want, (j.verdict, j.basis, j.outcomes)
+    if claim:
+        assert j.claim == claim
+    entry = {"id": j.claim, "claim": "", "scale": "smoke", "notebook": "nb", "protocol": j.protocol,
+             "verdict": j.verdict, "criterion": j.criterion, "evidence": j.evidence, "recorded": "now",
+             "basis": j.basis}
+    validate_entry(entry)  # every judgement is a well-formed ledger entry
+    assert j.criterion.strip() and j.basis.strip()
+    return j
+
+
+def test_sign_claims_name_seeds_that_disagree_and_show_the_spread():
+    j = check(V.sign_claim("A13", {"gap": seeds(UP, DOWN, UP)}, "below 0", "c"), "inconclusive")
+    assert "seeds disagree on gap" in j.basis and j.outcomes == {"gap": "seeds disagree"}
+    assert j.evidence["gap"]["between seeds"]["points spread wider than a per-seed CI"]
+    check(V.sign_claim("A13", {"gap": seeds(DOWN, DOWN, DOWN)}, "below 0", "c"), "reproduced")
+    check(V.sign_claim("A13", {"gap": seeds(UP, UP, UP)}, "below 0", "c"), "not reproduced")
+    check(V.sign_claim("A13", {"gap": seeds(DOWN, NOISE, DOWN)}, "below 0", "c"), "inconclusive")
+    one = check(V.sign_claim("A13", {"gap": seeds(DOWN)}, "below 0", "c"), "reproduced")
+    assert "single-seed" in one.basis and "between seeds" not in one.evidence["gap"]
+    with pytest.raises(ValueError, match="want must be"):
+        V.sign_claim("A13", {"gap": seeds(DOWN)}, "up", "c")
+
+
+@pytest.mark.parametrize("mem, short, want", [
+    (0.5, seeds(E(0.03, 0.0, 0.06), E(0.02, -0.01, 0.05)), "reproduced"),
+    (0.7, seeds(E(0.03, 0.0, 0.06)), "not reproduced"),
+    (0.5, seeds(E(0.3, 0.2, 0.4), E(0.3, 0.2, 0.4)), "not reproduced"),
+    (0.5, seeds(E(0.08, 0.05, 0.12)), "inconclusive"),
+])
+def test_a9(mem, short, want):
+    check(V.a9(mem, 0.5, short, 30), want, "A9")
+
+
+def test_a10_reports_the_size_against_the_papers_and_needs_growth():
+    full = {0: 2.0, 1: 2.0}
+    j = check(V.a10(seeds(UP, UP), full, 0.54, short_gap=seeds(E(0.1, 0.0, 0.2), E(0.1, 0.0, 0.2))), "reproduced")
+    assert j.evidence["gap / full NLL (mean over seeds)"] == pytest.approx(0.15)
+    assert j.evidence["ratio to the paper's"] == pytest.approx(0.15 / 0.54)
+    check(V.a10(seeds(UP, UP), full, 0.54, short_gap=seeds(E(0.5, 0.4, 0.6), E(0.5, 0.4, 0.6))), "inconclusive")
+    check(V.a10(seeds(DOWN, DOWN), full, 0.54), "not reproduced")
+    check(V.a10(seeds(NOISE, UP), full, 0.54), "inconclusive")
+
+
+def test_a3_on_the_long_phantom_run():
+    lnv = math.log(512)
+    near = {1: lnv - 0.2, 8: lnv - 0.5, 16: 3.0}
+    far = {1: lnv - 0.2, 8: lnv - 2.0, 16: 3.0}
+    check(V.a3(seeds(near, near), 512, 16), "reproduced", "A3")
+    check(V.a3(seeds(far, far), 512, 16), "not reproduced")
+    j = check(V.a3(seeds(near, far), 512, 16), "inconclusive")
+    assert "seeds disagree" in j.basis
+    with pytest.raises(ValueError, match="NLL at some k"):
+        V.a3(seeds({1: 5.0}), 512, 16)
+
+
+def test_q5():
+    check(V.q5(seeds(DOWN, DOWN), seeds(UP, UP)), "yes", "Q5")
+    check(V.q5(seeds(UP, UP), seeds(UP, UP)), "no")
+    check(V.q5(seeds(NOISE, DOWN), seeds(UP, UP)), "inconclusive")
+
+
+def test_a1_needs_the_gap_and_a_monotone_sweep():
+    mono = {"small": {0: True, 1: True}}
+    check(V.a1({"small": seeds(UP, UP)}, mono, "masked", "corrected"), "reproduced", "A1")
+    check(V.a1({"small": seeds(UP, UP)}, {"small": {0: False, 1: False}}, "masked", "corrected"), "not reproduced")
+    check(V.a1({"small": seeds(UP, UP)}, {"small": {0: True, 1: False}}, "masked", "corrected"), "inconclusive")
+    check(V.a1({"small": seeds(DOWN, DOWN)}, mono, "masked", "corrected"), "not reproduced")
+    check(V.a1({"small": seeds(UP, NOISE)}, mono, "masked", "corrected"), "inconclusive")
+
+
+def test_a2_reports_the_gap_ratio_beside_the_pointwise_test():
+    j = check(V.a2({1: seeds(DOWN, DOWN), 16: seeds(DOWN, DOWN)}, seeds(E(1, 0.9, 1.1), E(1, 0.9, 1.1)),
+                   seeds(E(0.8, 0.7, 0.9), E(0.6, 0.5, 0.7)), "masked", "corrected", 0.74), "reproduced", "A2")
+    assert j.evidence["depth gap ratio large/small"] == {"s0": pytest.approx(0.8), "s1": pytest.approx(0.6)}
+    check(V.a2({1: seeds(UP), 16: seeds(DOWN)}, seeds(UP), seeds(UP), "masked", "corrected", 0.74), "not reproduced")
+    check(V.a2({1: seeds(NOISE), 16: seeds(DOWN)}, seeds(UP), seeds(UP), "masked", "corrected", 0.74),
+          "inconclusive")
+
+
+def test_q3():
+    check(V.q3({"small": seeds(NOISE)}, {"small": seeds(UP)}), "yes", "Q3")
+    check(V.q3({"small": seeds(UP)}, {"small": seeds(UP)}), "no")
+    check(V.q3({"small": seeds(NOISE)}, {"small": seeds(NOISE)}), "inconclusive")
+
+
+def test_a4_and_q2():
+    args = (0.5, 0.7, "corrected", "masked", "final")
+    a = check(V.a4({"small/tau0.4": seeds(UP, UP)}, *args), "reproduced", "A4")
+    assert a.evidence["ratio to the paper's"] == pytest.approx(0.5 / 0.7)
+    b = check(V.a4({"small/tau0.4": seeds(DOWN, DOWN)}, *args), "not reproduced")
+    c = check(V.a4({"small/tau0.4": seeds(UP, DOWN)}, *args), "inconclusive")
+    assert V.a4({}, *args).verdict == "inconclusive"
+    assert [check(V.q2(x, a), None).verdict for x in (a, b, c)] == ["yes", "no", "inconclusive"]
+
+
+def test_a5():
+    check(V.a5({"small": {0: (3, 8), 1: (4, 9)}}), "reproduced", "A5")
+    check(V.a5({"small": {0: (9, 8), 1: (9, 9)}}), "not reproduced")
+    assert "seeds disagree" in check(V.a5({"small": {0: (3, 8), 1: (9, 8)}}), "inconclusive").basis
+
+
+def test_a6_is_an_equivalence_test_with_the_stated_margin():
+    gap = {"small": 2.0}  # margin = min(0.05, 0.2) = 0.05
+    j = check(V.a6({"small": seeds(E(0.01, -0.02, 0.04), E(0.0, -0.03, 0.03))}, gap), "reproduced", "A6")
+    assert j.evidence["small"]["margin"] == pytest.approx(0.05)
+    check(V.a6({"small": seeds(E(0.2, 0.1, 0.3), E(0.3, 0.2, 0.4))}, gap), "not reproduced")
+    # a small point estimate with a CI reaching past the margin is not "free": inconclusive, not reproduced
+    check(V.a6({"small": seeds(E(0.01, -0.02, 0.06))}, gap), "inconclusive")
+    assert V.a6({"small": seeds(E(0.01, -0.01, 0.03))}, {"small": 0.2}).evidence["small"]["margin"] == \
+        pytest.approx(0.02)  # 10% of a 0.2-nat gap is the stricter margin
+
+
+def test_a7_the_law():
+    eq, big = seeds(E(0.0, -0.01, 0.01)), seeds(E(0.5, 0.4, 0.6))
+    check(V.a7({"s": big}, {"s": big}, {"s": eq}, {"s": eq}, {"s": 1.0}), "reproduced", "A7")
+    check(V.a7({"s": big}, {"s": big}, {"s": big}, {"s": eq}, {"s": 1.0}), "not reproduced")  # scaling + free exit
+    check(V.a7({"s": big}, {"s": big}, {"s": eq}, {"s": big}, {"s": 1.0}), "inconclusive")
+
+
+def test_a8_is_non_inferiority():
+    check(V.a8({"s": seeds(E(-0.2, -0.3, -0.1))}, {"s": 1.0}), "reproduced", "A8")  # better also passes
+    check(V.a8({"s": seeds(E(0.2, 0.1, 0.3))}, {"s": 1.0}), "not reproduced")
+    check(V.a8({"s": seeds(E(0.04, 0.01, 0.07))}, {"s": 1.0}), "inconclusive")
+
+
+def test_a11():
+    ok = {"tau": 0.2, "pad_share": 0.7, "sft_minus_pt_with_pad": DOWN, "sft_minus_pt_real": UP}
+    agree = {**ok, "tau": 0.8}
+    check(V.a11(seeds(ok, ok), "paper", "draws"), "reproduced", "A11")
+    check(V.a11(seeds(agree, agree), "paper", "draws"), "not reproduced")
+    assert "seeds disagree" in check(V.a11(seeds(ok, agree), "paper", "draws"), "inconclusive").basis
+    check(V.a11(seeds({**ok, "pad_share": 0.3}), "paper", "draws"), "inconclusive")
+
+
+def test_a12_states_what_the_corrected_row_implies():
+    pt = {0: 3.0, 1: 3.0}
+    paper, corr = V.a12(seeds(UP, UP), seeds(UP, UP), pt, 0.16)
+    check(paper, "reproduced", "A12") and check(corr, "reproduced")
+    assert "survives" in corr.criterion and paper.protocol == "paper" and corr.protocol == "corrected"
+    _, corr = V.a12(seeds(UP, UP), seeds(NOISE, DOWN), pt, 0.16)
+    check(corr, "inconclusive")
+    assert "attributable to training on pad targets" in corr.criterion
+    paper, corr = V.a12(seeds(DOWN, DOWN), seeds(DOWN, DOWN), pt, 0.16)
+    check(paper, "not reproduced") and check(corr, "not reproduced")
+    assert "no cost to attribute" in corr.criterion
+
+
+def test_a13_a14_a17_q4():
+    j = check(V.a13(seeds(DOWN, DOWN), {0: 3.0, 1: 3.0}, -0.011), "reproduced", "A13")
+    assert j.evidence["ratio to the paper's"] == pytest.approx((-0.3 / 3.0) / -0.011)
+    check(V.a13(seeds(UP, UP), {0: 3.0, 1: 3.0}, -0.011), "not reproduced")
+    check(V.a14({"real": seeds(DOWN), "with pad": seeds(DOWN)}), "reproduced", "A14")
+    check(V.a14({"real": seeds(DOWN), "with pad": seeds(UP)}), "not reproduced")
+    check(V.a14({"real": seeds(DOWN), "with pad": seeds(NOISE)}), "inconclusive")
+    check(V.a17({"a": seeds(DOWN), "b": seeds(DOWN)}), "reproduced", "A17")
+    check(V.a17({"a": seeds(DOWN), "b": seeds(UP)}), "not reproduced")
+    check(V.q4({"g": seeds(DOWN, DOWN)}, "g"), "yes", "Q4")
+    check(V.q4({"g": seeds(NOISE, NOISE)}, "g"), "no")
+    check(V.q4({"g": seeds(DOWN, UP)}, "g"), "inconclusive")
+
+
+def test_a15_a16():
+    ok = {"3 loops - 1 loop": seeds(DOWN), "3 loops - 2 loops": seeds(DOWN), "4 loops - 3 loops": seeds(UP)}
+    check(V.a15(ok), "reproduced", "A15")
+    check(V.a15({**ok, "3 loops - 1 loop": seeds(UP)}), "not reproduced")
+    check(V.a15({**ok, "3 loops - 2 loops": seeds(NOISE)}), "inconclusive")
+    last = {"A": 0.1, "B": 0.2}
+    first = {"A": 0.3, "B": 0.2}
+    check(V.a16({"v13": {0: last, 1: last}, "v10": {0: {"A": 0.1}}}), "reproduced", "A16")
+    check(V.a16({"v13": {0: first, 1: first}}), "not reproduced")
+    check(V.a16({"v13": {0: last, 1: first}}), "inconclusive")
+
+
+def test_a20_cannot_be_reproduced_on_a_proxy():
+    check(V.a20(seeds({"PT": 0.0, "SFT": 0.1}), "paper", "w"), "inconclusive", "A20")
+    check(V.a20(seeds({"PT": 0.05, "SFT": 0.1}), "paper", "w"), "not reproduced")
+    check(V.a20(seeds({"PT": 0.0, "SFT": 0.0}), "paper", "w"), "not reproduced")
+
+
+def test_a18_a19():
+    check(V.a18({"small": {0: 0.9, 1: 0.8}}, "paper", "w"), "reproduced", "A18")
+    check(V.a18({"small": {0: 0.05, 1: 0.02}}, "paper", "w"), "not reproduced")
+    check(V.a18({"small": {0: 0.3}}, "paper", "w"), "inconclusive")
+    weak, weaker = E(0.3, 0.2, 0.4), E(0.2, 0.1, 0.3)
+    check(V.a19({"v3": seeds(weaker), "v5": seeds(weak)}, "paper", "w", "v3", "v5"), "reproduced", "A19")
+    check(V.a19({"v3": seeds(E(0.7, 0.6, 0.8)), "v5": seeds(weak)}, "paper", "w", "v3", "v5"), "not reproduced")
+    check(V.a19({"v3": seeds(weak), "v5": seeds(weaker)}, "paper", "w", "v3", "v5"), "inconclusive")
+
+
+def test_q6_compares_seen_and_unseen_within_a_draw():
+    check(V.q6({"m": seeds(UP, UP), "n": seeds(NOISE)}, 1.0), "yes", "Q6")
+    check(V.q6({"m": seeds(NOISE, NOISE), "n": seeds(DOWN)}, 1.0), "no")
+    check(V.q6({"m": seeds(UP, DOWN)}, 1.0), "inconclusive")
+
+
+# --- section 10 ----------------------------------------------------------------------------------------------------
+
+TOT = E(1.0, 0.9, 1.1)
+
+
+def test_b1_b2():
+    check(V.b1({"m": seeds(E(0.3, 0.2, 0.4))}, {"m": seeds(E(0.2, 0.1, 0.3))}, {"m": seeds(TOT)}), "reproduced", "B1")
+    check(V.b1({"m": seeds(E(0.99, 0.9, 1.1))}, {"m": seeds(E(0.2, 0.1, 0.3))}, {"m": seeds(TOT)}),
+          "not reproduced")  # one factor is the whole slope
+    check(V.b1({"m": seeds(NOISE)}, {"m": seeds(E(0.2, 0.1, 0.3))}, {"m": seeds(TOT)}), "inconclusive")
+    check(V.b2({"m": seeds(UP)}, seeds(DOWN)), "reproduced", "B2")
+    check(V.b2({"m": seeds(UP)}, seeds(UP)), "not reproduced")
+    check(V.b2({"m": seeds(NOISE)}, seeds(DOWN)), "inconclusive")
+
+
+def test_q1_is_answered_per_probe_and_names_the_probe():
+    lo, hi = E(0.1, 0.05, 0.15), E(0.5, 0.4, 0.6)
+    shares = {"head/diagonal": {"small": seeds(lo, lo)}, "loop/tuned": {"small": seeds(hi, hi)}}
+    j = check(V.q1(shares), "yes", "Q1")
+    assert "loop/tuned" in j.criterion and "head/diagonal: no" in j.criterion
+    assert j.outcomes == {"head/diagonal": "no", "loop/tuned": "yes"} and j.evidence["headline probe"] == "loop/tuned"
+    check(V.q1({"head/diagonal": {"small": seeds(lo)}}), "no")
+    j = check(V.q1({"head/diagonal": {"small": seeds(lo, hi)}}), "inconclusive")
+    assert j.outcomes["head/diagonal"] == "seeds disagree"
+    assert V.share_answer({"m": seeds(E(0.2, 0.15, 0.25))}) == "inconclusive"
+
+
+def test_b3_b4():
+    dense = seeds(E(0.5, 0.4, 0.6))
+    check(V.b3({"m": seeds(E(0.05, 0.0, 0.1))}, dense, "head/diagonal", "paper"), "reproduced", "B3")
+    check(V.b3({"m": seeds(E(0.5, 0.3, 0.6))}, dense, "loop/tuned", "corrected"), "not reproduced")
+    check(V.b3({"m": seeds(E(0.15, 0.1, 0.25))}, dense, "head/diagonal", "paper"), "inconclusive")
+    check(V.b4(dense, 4, 5), "reproduced", "B4")
+    check(V.b4(seeds(E(0.05, 0.0, 0.1)), 4, 5), "not reproduced")
+    check(V.b4(seeds(E(0.2, 0.1, 0.3)), 4, 5), "inconclusive")
+
+
+def test_b5():
+    fixed, low = seeds(E(0.3, 0.25, 0.35)), seeds(E(0.05, 0.0, 0.1))
+    check(V.b5(fixed, low, {0: 1.5}, {0: 1.05}), "reproduced", "B5")
+    check(V.b5(low, fixed, {0: 1.5}, {0: 1.05}), "not reproduced")
+    check(V.b5(fixed, low, {0: 1.05}, {0: 1.5}), "inconclusive")  # T moved the wrong way
+
+
+def test_b6_can_fail_and_checks_the_telescoping_sum():
+    def terms(app, dist, block, cal):
+        return {"m": {"application count": seeds(app), "distinct depth": seeds(dist), "block composition": seeds(block),
+                      "calibration": seeds(cal), "total": seeds(E(app.point + dist.point + block.point, 0.9, 1.1))}}
+
+    check(V.b6(terms(E(0.5, 0.4, 0.6), E(0.3, 0.2, 0.4), E(0.2, 0.1, 0.3), E(0.1, 0.05, 0.15))), "reproduced", "B6")
+    check(V.b6(terms(E(0.98, 0.9, 1.1), E(0.01, -0.1, 0.1), E(0.01, -0.1, 0.1), NOISE)), "not reproduced")
+    check(V.b6(terms(E(0.5, 0.4, 0.6), E(0.5, -0.1, 0.9), E(0.0, -0.1, 0.1), NOISE)), "inconclusive")
+    bad = terms(E(0.5, 0.4, 0.6), E(0.3, 0.2, 0.4), E(0.2, 0.1, 0.3), NOISE)
+    bad["m"]["total"] = seeds(E(2.0, 1.9, 2.1))
+    with pytest.raises(ValueError, match="do not telescope"):
+        V.b6(bad)
+
+
+def test_every_claim_function_is_tested_here():
+    import pathlib
+
+    text = pathlib.Path(__file__).read_text()
+    untested = [n for n in V.judgement_names() if f"V.{n}(" not in text]
+    assert not untested, f"criteria without a test of their outcomes: {untested}"
+
+
+def test_without_a_single_depth_gap_the_absolute_margin_stands_alone():
+    j = check(V.a6({"s": seeds(E(0.01, -0.02, 0.04))}, {"s": -0.001}), "reproduced")
+    assert j.evidence["s"]["margin"] == pytest.approx(0.05)

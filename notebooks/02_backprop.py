@@ -138,10 +138,11 @@ gaps.round(4)
 
 # %%
 v7 = {seed: get_run("v7", scale, seed) for seed in seeds}
-v7_stats = {seed: depth_stats(r.model, heldout(r.config)(), depths) for seed, r in v7.items()}
-v7_sweep = rep.table(pd.DataFrame([{"seed": sd, **row} for sd, st in v7_stats.items() for row in st.table()]),
-                     "v7_k_sweep")
-v7_sweep.pivot_table(index="seed", columns="k", values="nll_masked").round(3)
+v7_stats = {(ev, seed): depth_stats(r.model, heldout(r.config, sampling=ev)(), depths)
+            for seed, r in v7.items() for ev in ("paper", "all")}
+v7_sweep = rep.table(pd.DataFrame([{"evaluation": ev, "seed": sd, **row} for (ev, sd), st in v7_stats.items()
+                                   for row in st.table()]), "v7_k_sweep")
+v7_sweep.pivot_table(index=["evaluation", "seed"], columns="k", values=["nll_with_pad", "nll_masked"]).round(3)
 
 # %% [markdown]
 # ## The claims
@@ -158,6 +159,11 @@ v7_sweep.pivot_table(index="seed", columns="k", values="nll_masked").round(3)
 #   backprop's NLL beside the paper's (1.36 / 2.508).
 # * **A3** — long phantom training makes shallow depths useless, judged on v7. *Criterion*: NLL(k) for every
 #   k ≤ K/2 within 1 nat of ln V and NLL(K) not, in every seed; not reproduced if NLL(K/2) < ln V − 1 in every seed.
+#   Paper protocol: the paper's k-sweep (pad-inclusive NLL on its 20 batches drawn with replacement); corrected:
+#   real targets on every held-out document once.
+#
+# A9 and A10 are judged on every held-out document's real targets (the corrected evaluation; the paper measured
+# A10 on its train-overlap suffix benchmark), so they are labelled *corrected*.
 # * **Q5** — is the long-horizon penalty specific to the paper's loop-input phantom? *Yes* if phantom-last's
 #   long-run NLL is below the paper phantom's (CI below 0 in every seed) while the paper phantom underfits; *no* if
 #   phantom-last is worse in every seed or the paper phantom does not underfit.
@@ -173,11 +179,13 @@ a9 = verdicts.a9(ratio("phantom", "full", kk, "peak_MiB"), ratio("phantom", "ful
                  gap("short", "phantom"), kk)
 paper_rel = (reported_value("bench.v7.real") - reported_value("bench.v10.real")) / reported_value("bench.v10.real")
 a10 = verdicts.a10(gap("long", "phantom"), {sd: stats["long", "full", sd].nll(K).masked for sd in seeds}, paper_rel,
-                   short_gap=gap("short", "phantom"))
-a3 = verdicts.a3({sd: {k: st.nll(k).masked for k in depths} for sd, st in v7_stats.items()}, S.vocab_size, K)
+                   short_gap=gap("short", "phantom"), protocol="corrected")
+a3 = [verdicts.a3({sd: {k: getattr(v7_stats[ev, sd].nll(k), metric) for k in depths} for sd in seeds}, S.vocab_size,
+                  K, metric, protocol) for protocol, ev, metric in (("paper", "paper", "with_pad"),
+                                                                    ("corrected", "all", "masked"))]
 q5 = verdicts.q5({sd: paired_diff(stats["long", "phantom-last", sd].nll(K), stats["long", "phantom", sd].nll(K),
                                   "masked", n_boot) for sd in seeds}, gap("long", "phantom"))
-for j in (a9, a10, a3, q5):
+for j in (a9, a10, *a3, q5):
     rep.judge(j)
 
 # %% [markdown]

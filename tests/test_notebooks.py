@@ -126,6 +126,17 @@ def test_a_notebooks_verdicts_record_the_seeds_they_rest_on(tmp_path):
         Report("04_tradeoff", "smoke", tmp_path / "f", tmp_path / "p", seeds=[0, 0])
 
 
+def test_a_sections_run_replaces_its_whole_set_of_verdicts(tmp_path):
+    from tiedlm_lib.report import Report
+
+    rep = Report("02_backprop", "smoke", tmp_path / "f", tmp_path / "p")
+    rep.claim("A9", "reproduced", "c", {}, "paper")
+    Report("03_depth_scaling", "smoke", tmp_path / "f", tmp_path / "p").claim("A1", "reproduced", "c", {})
+    Report("02_backprop", "smoke", tmp_path / "f", tmp_path / "p").claim("A9", "reproduced", "c", {}, "corrected")
+    assert [(c["id"], c["protocol"]) for c in claims.read_ledger(tmp_path / "p")["claims"]] == [
+        ("A1", "paper"), ("A9", "corrected")]  # the relabelled row replaced the old one; other sections untouched
+
+
 def test_a_judgement_is_recorded_with_its_basis(tmp_path):
     from tiedlm_lib import verdicts
     from tiedlm_lib.report import Report

@@ -153,6 +153,21 @@ def record(paper_dir: str | Path, scale: str, notebook: str, claim_id: str, verd
     return entry
 
 
+def clear_notebook(paper_dir: str | Path, notebook: str) -> int:
+    """Remove every entry a notebook recorded (atomic, locked): a section's run defines its whole set of verdicts, so
+    an entry whose claim or protocol a new version no longer records cannot linger. Returns how many were removed."""
+    path = ledger_path(paper_dir)
+    if not path.is_file():
+        return 0
+    with open(path.parent / ".claims.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        led = read_ledger(paper_dir)
+        kept = [c for c in led["claims"] if c["notebook"] != notebook]
+        if len(kept) != len(led["claims"]):
+            atomic_write_text(path, json.dumps({**led, "claims": kept}, indent=1))
+        return len(led["claims"]) - len(kept)
+
+
 FINDINGS_BEGIN = "<!-- findings: generated from paper/cpu/claims.json by tiedlm_lib.claims.findings_markdown -->"
 FINDINGS_END = "<!-- findings: end -->"
 

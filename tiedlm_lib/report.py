@@ -47,6 +47,7 @@ class Report:
         self.figures = Path(figures_dir) if figures_dir else root / "figures" / scale
         self.paper = Path(paper_dir) if paper_dir else root / "paper" / scale
         setup_altair()
+        _claims.clear_notebook(self.paper, notebook)  # this run records the section's whole set of verdicts
 
     def chart(self, chart, name: str):
         """Save ``chart`` as svg and return it (it renders as svg inline)."""

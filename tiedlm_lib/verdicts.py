@@ -61,11 +61,15 @@ def _n_seeds(units: Mapping[str, PerSeed]) -> int:
     return max(len(ps) for ps in units.values())
 
 
+def _seeds(n: int) -> str:
+    return f"{n} seeds" if n != 1 else "1 seed (single-seed)"
+
+
 def _basis(rule: str, units: Mapping[str, Any], outcomes: Mapping[str, str]) -> str:
     n = _n_seeds(units) if units and isinstance(next(iter(units.values())), Mapping) else 1
     split = [u for u, o in outcomes.items() if o == "seeds disagree"]
     tail = f"; seeds disagree on {', '.join(split)}" if split else ""
-    return f"{rule}, {n} seed{'s' if n != 1 else ''}{' (single-seed)' if n == 1 else ''}{tail}"
+    return f"{rule}, {_seeds(n)}{tail}"
 
 
 def sign_claim(claim: str, units: Mapping[str, PerSeed], want: str, criterion: str,
@@ -99,13 +103,13 @@ def a9(memory_ratio: float, time_ratio: float, short_gap: PerSeed, k: int) -> Ju
                      f"and the short-run NLL gap phantom - full is below +{A9_SHORT_MARGIN} nats in every seed (CI "
                      "upper end; not reproduced if a ratio exceeds it or some seed's CI lies wholly above the margin)",
                      {"k": k, "memory_ratio": memory_ratio, "time_ratio": time_ratio,
-                      "short_gap": seed_evidence(short_gap), "short-run outcome": cost}, "paper",
+                      "short_gap": seed_evidence(short_gap), "short-run outcome": cost}, "corrected",
                      _basis(f"benchmark ratios; non-inferiority at +{A9_SHORT_MARGIN} nats", {"short": short_gap},
                             {"short": cost}), {"short": cost})
 
 
 def a10(long_gap: PerSeed, full_nll: Mapping[int, float], reported_rel: float, short_gap: PerSeed | None = None,
-        protocol: str = "paper", where: str = "long-run") -> Judgement:
+        protocol: str = "corrected", where: str = "long-run") -> Judgement:
     """Phantom underfits over the long horizon: phantom − full has its CI above 0 in every seed (and, with a short
     run, the mean long-run gap exceeds the mean short-run gap). Its size is reported against the paper's as a
     fraction of full backprop's NLL (``reported_rel``: 1.36 / 2.508)."""
@@ -130,7 +134,8 @@ def _mean(ps: PerSeed) -> float:
 A3_NATS = 1.0  # "near ln V": within 1 nat of uniform guessing
 
 
-def a3(nll_by_k: Mapping[int, Mapping[int, float]], vocab_size: int, K: int) -> Judgement:
+def a3(nll_by_k: Mapping[int, Mapping[int, float]], vocab_size: int, K: int, metric: str = "masked",
+       protocol: str = "corrected") -> Judgement:
     """Long phantom training makes shallow depths useless: on the long phantom run, NLL(k) for every k ≤ K/2 is
     within A3_NATS of ln V, in every seed, while NLL(K) is not. Not reproduced if some seed's NLL(K/2) lies more
     than A3_NATS below ln V; seeds that split both ways disagree."""
@@ -146,11 +151,11 @@ def a3(nll_by_k: Mapping[int, Mapping[int, float]], vocab_size: int, K: int) -> 
     outcomes = set(per_seed.values())
     v = verdict(outcomes == {"holds"}, outcomes == {"contradicted"})
     split = "holds" in outcomes and "contradicted" in outcomes
-    return Judgement("A3", v, f"on the long phantom run, NLL(k) for every k <= K/2 is within {A3_NATS:g} nat of "
+    return Judgement("A3", v, f"on the long phantom run, NLL({metric}) at every k <= K/2 is within {A3_NATS:g} nat of "
                      f"ln V = {ln_v:.3f} and NLL(K) is not, in every seed; not reproduced if NLL(K/2) < ln V - "
                      f"{A3_NATS:g} in every seed",
-                     {"ln V": ln_v, **{f"s{s}": dict(d) for s, d in nll_by_k.items()}, "per seed": per_seed}, "paper",
-                     f"per-seed point NLLs, {len(nll_by_k)} seeds" + ("; seeds disagree" if split else ""),
+                     {"ln V": ln_v, **{f"s{s}": dict(d) for s, d in nll_by_k.items()}, "per seed": per_seed}, protocol,
+                     f"per-seed point NLLs, {_seeds(len(nll_by_k))}" + ("; seeds disagree" if split else ""),
                      {"long phantom run": "seeds disagree" if split else ", ".join(sorted(outcomes))})
 
 
@@ -249,7 +254,7 @@ def a5(saturation: Mapping[str, Mapping[int, tuple[int, int]]]) -> Judgement:
                      "depth than NLL does, in every seed and size (point estimates; no CI)",
                      {f"{u}/s{s}": {"maxprob": mp, "nll": nl} for u, d in saturation.items()
                       for s, (mp, nl) in d.items()}, "corrected",
-                     f"per-seed saturation depths, {_n_seeds(saturation)} seeds"
+                     f"per-seed saturation depths, {_seeds(_n_seeds(saturation))}"
                      + ("; seeds disagree" if split else ""))
 
 
@@ -332,7 +337,7 @@ def a11(per_seed: Mapping[int, Mapping[str, Any]], protocol: str, where: str) ->
     return Judgement("A11", v, f"{where}: pad targets carry > 50% of every pad-ignoring PT model's with-pad NLL, "
                      "Kendall tau(with pad, real) < 0.5, and SFT - PT flips sign between the metrics with both CIs "
                      "excluding 0, in every seed", ev, protocol,
-                     f"per-seed CIs and rankings, {len(per_seed)} seeds" + ("; seeds disagree" if split else ""))
+                     f"per-seed CIs and rankings, {_seeds(len(per_seed))}" + ("; seeds disagree" if split else ""))
 
 
 def q6(unseen_minus_seen: Mapping[str, PerSeed], ranking_tau: float) -> Judgement:
@@ -432,7 +437,7 @@ def a16(final_alpha: Mapping[str, Mapping[int, Mapping[str, float]]]) -> Judgeme
     return Judgement("A16", verdict(all(flags.values()), not any(flags.values())),
                      "in every seed and multi-loop layout the last loop has the largest final alpha",
                      {f"{u}/s{s}": dict(a) for u, d in final_alpha.items() for s, a in d.items() if len(a) > 1},
-                     "corrected", f"per-seed point values, {_n_seeds(final_alpha)} seeds" +
+                     "corrected", f"per-seed point values, {_seeds(_n_seeds(final_alpha))}" +
                      ("; seeds disagree" if split else ""))
 
 
@@ -453,7 +458,7 @@ def a20(pad_rates: Mapping[int, Mapping[str, float]], protocol: str, where: str)
                      "otherwise inconclusive at this scale (no generation-quality measure that means something on "
                      "this corpus; distinct-n is diversity, not quality)",
                      {f"s{s}": dict(d) for s, d in pad_rates.items()}, protocol,
-                     f"per-seed pad rates over prompts, {len(pad_rates)} seeds")
+                     f"per-seed pad rates over prompts, {_seeds(len(pad_rates))}")
 
 
 # --- section 09: negative results ----------------------------------------------------------------------------------
@@ -468,7 +473,7 @@ def a18(last_over_first: Mapping[str, Mapping[int, float]], protocol: str, where
                      "its value at iteration 1 in every seed and size (no decay toward a fixed point); not "
                      "reproduced if < 0.1 x in every seed of some size", {u: {f"s{s}": r for s, r in d.items()}
                                                     for u, d in last_over_first.items()}, protocol,
-                     f"per-seed point ratios, {_n_seeds(last_over_first)} seeds")
+                     f"per-seed point ratios, {_seeds(_n_seeds(last_over_first))}")
 
 
 def a19(r: Mapping[str, PerSeed], protocol: str, where: str, small: str, large: str) -> Judgement:
@@ -480,7 +485,7 @@ def a19(r: Mapping[str, PerSeed], protocol: str, where: str, small: str, large: 
     return Judgement("A19", verdict(weak and stronger, contra), f"{where}: 95% CI of r inside (0, 0.5) at both "
                      "sizes in every seed, and the larger size's mean r above the smaller's",
                      {u: seed_evidence(ps) for u, ps in r.items()} | {"larger size stronger": stronger}, protocol,
-                     f"per-seed 95% CIs, {_n_seeds(r)} seeds")
+                     f"per-seed 95% CIs, {_seeds(_n_seeds(r))}")
 
 
 # --- section 10: the Depth Control Protocol ------------------------------------------------------------------------
@@ -612,7 +617,7 @@ def b5(fixed: PerSeed, sampled: PerSeed, t_fixed: Mapping[int, float], t_sampled
                      "closer to 1, in every seed",
                      {f"s{s}": {"fixed": ci(fixed[s]), "sampled": ci(sampled[s]), "T_k1 fixed": t_fixed[s],
                                 "T_k1 sampled": t_sampled[s], "outcome": per[s]} for s in fixed}, "corrected",
-                     f"per-seed 95% CIs, {len(fixed)} seeds" + ("; seeds disagree" if split else ""))
+                     f"per-seed 95% CIs, {_seeds(len(fixed))}" + ("; seeds disagree" if split else ""))
 
 
 def b6(terms: Mapping[str, Mapping[str, PerSeed]]) -> Judgement:
@@ -642,7 +647,7 @@ def b6(terms: Mapping[str, Mapping[str, PerSeed]]) -> Judgement:
                      f"{1 - TERM_FRACTION:.0%} of the total in any seed (the schedule terms telescope to the total by "
                      "construction: checked, not judged)",
                      {m: {n: seed_evidence(t[n]) for n in (*names, "total")} for m, t in terms.items()}, "corrected",
-                     f"per-seed 95% CIs, {_n_seeds(next(iter(terms.values())))} seeds", out)
+                     f"per-seed 95% CIs, {_seeds(_n_seeds(next(iter(terms.values()))))}", out)
 
 
 def judgement_names() -> Sequence[str]:

@@ -25,7 +25,7 @@ seeds = None  # training seeds; default: the scale's (smoke: [0], cpu: [0, 1, 2]
 figures_dir = None  # default: figures/<scale>/
 paper_dir = None  # default: paper/<scale>/
 n_boot = 2000
-long_factor = 2.5  # the long horizon, in multiples of the short run's steps
+long_steps = None  # the long horizon; default: the scale's long runs (cpu: 1500 steps, 1.5 x the short run)
 modes_short = ["full", "phantom", "phantom-last", "truncated:4"]
 modes_long = ["full", "phantom", "phantom-last"]  # truncated:4 is measured over the short run only (cost)
 # checkpoint has exactly full's gradient (tests/test_training.py checks it to 1e-12), so it trains like full up to
@@ -48,7 +48,7 @@ rep = Report("02_backprop", scale, figures_dir, paper_dir, seeds=seeds)
 seeds = rep.seeds
 S = get_scale(scale)
 K = S.K
-long_steps = int(long_factor * S.short_steps)
+long_steps = long_steps or S.long_steps
 print(f"scale {scale}: small model d{S.small.d_model}, K = {K}; short {S.short_steps} steps, long {long_steps}")
 
 # %% [markdown]
@@ -83,8 +83,8 @@ rep.table(ratios.round(3), "ratios")
 # ## Quality after a short and a long run
 #
 # The small single-depth model (v3's configuration) trained with each mode: a short run (the paper's memory test
-# was 1,000 steps) and a run `long_factor` times longer. Each is evaluated on every held-out document at the trained
-# depth K and below (the paper's "k < 16 ≈ random" observation for its long phantom run).
+# was 1,000 steps) and a run of the scale's long horizon (`long_steps`). Each is evaluated on every held-out document
+# at the trained depth K and below (the paper's "k < 16 ≈ random" observation for its long phantom run).
 
 # %%
 runs = {}

@@ -5,6 +5,8 @@ BIN := $(VENV)/bin
 SCALE ?= cpu
 # SEEDS=0 for a quick single-seed first look (default: the scale's seeds; cpu: 0,1,2)
 SEEDS ?=
+# sections executed at once, each single-threaded (2 on a 2-core machine)
+JOBS ?= 1
 EXPS ?= v3 v4
 export OMP_NUM_THREADS ?= 2
 
@@ -34,7 +36,7 @@ test: setup
 # The executable paper: every notebook at SCALE in order (runs cached and shared), then the HTML paper in
 # paper/<scale>/html/. One progress line per notebook; a failing notebook stops the run, naming the cell.
 paper: setup
-	$(BIN)/python -m tiedlm_lib.paper --scale $(SCALE) $(if $(SEEDS),--seeds $(SEEDS))
+	$(BIN)/python -m tiedlm_lib.paper --scale $(SCALE) --jobs $(JOBS) $(if $(SEEDS),--seeds $(SEEDS))
 
 # Re-render the HTML from already executed notebooks.
 html: setup

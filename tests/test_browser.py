@@ -8,6 +8,7 @@ import json
 import re
 import shutil
 import subprocess
+import time
 from pathlib import Path
 
 import nbformat
@@ -82,3 +83,34 @@ def test_a_failing_notebook_names_itself_and_its_cell(tmp_path):
     # the notebook that finished keeps its wall time although the run failed after it
     timings = json.loads((tmp_path / "paper" / "smoke" / "timings.json").read_text())
     assert [t["notebook"] for t in timings] == ["98_fine"] and timings[0]["seconds"] > 0
+
+
+def test_sections_run_in_parallel_single_threaded_and_the_claims_section_last(tmp_path):
+    from tiedlm_lib.paper import NotebookFailed
+
+    (tmp_path / "notebooks").mkdir()
+
+    def notebook(name, body):
+        nb = nbformat.v4.new_notebook(cells=[
+            nbformat.v4.new_code_cell("scale = 'cpu'\nseeds = None", metadata={"tags": ["parameters"]}),
+            nbformat.v4.new_code_cell(body)])
+        nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+        nbformat.write(nb, tmp_path / "notebooks" / f"{name}.ipynb")
+
+    stamp = ("import os, time, pathlib\nassert os.environ['OMP_NUM_THREADS'] == '1' and seeds == [0]\n"
+             "time.sleep(1.0)\npathlib.Path('{n}.done').write_text(str(time.time()))")
+    for name in ("01_a", "02_b"):
+        notebook(name, stamp.format(n=name))
+    notebook("11_claims", "import pathlib\nassert pathlib.Path('01_a.done').exists() and "
+             "pathlib.Path('02_b.done').exists()")
+    t0 = time.perf_counter()
+    timings = execute("smoke", root=tmp_path, log=lambda m: None, jobs=2, seeds=[0])
+    assert [t["notebook"] for t in timings][-1] == "11_claims"
+    done = [float((tmp_path / "notebooks" / f"{n}.done").read_text()) for n in ("01_a", "02_b")]
+    assert abs(done[0] - done[1]) < 0.9  # the two sections slept at the same time
+    assert time.perf_counter() - t0 > 1.0
+    notebook("03_c", "raise RuntimeError('boom')")
+    with pytest.raises(NotebookFailed, match="03_c failed"):
+        execute("smoke", ["01_a", "03_c"], root=tmp_path, log=lambda m: None, jobs=2, seeds=[0])
+    with pytest.raises(ValueError, match="jobs must be"):
+        execute("smoke", root=tmp_path, log=lambda m: None, jobs=0)

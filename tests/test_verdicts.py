@@ -275,6 +275,13 @@ def test_b6_can_fail_and_checks_the_telescoping_sum():
         V.b6(bad)
 
 
+def test_spread_lines_put_each_seeds_ci_beside_the_spread():
+    j = V.sign_claim("A13", {"gap": seeds(UP, DOWN, UP), "one": seeds(UP)}, "below 0", "c")
+    lines = V.spread_lines(j.evidence)
+    assert len(lines) == 1 and "gap: s0 +0.300 [+0.100, +0.500]" in lines[0] and "sd 0.346" in lines[0]
+    assert "wider than a per-seed CI" in lines[0]
+
+
 def test_every_claim_function_is_tested_here():
     import pathlib
 

@@ -45,6 +45,7 @@ from .stats import Estimate, bootstrap_indices, replicates, value
 PLACEMENTS = ("head", "loop")
 FORMS = ("temperature", "diagonal", "full", "tuned")
 LAMBDAS = (1e-4, 1e-3, 1e-2, 1e-1, 1.0)
+FLAT = 1e-4  # nats: a limit (λ = 0 or ∞) within this of the grid's edge is as good as it, and is chosen
 
 
 @dataclass(frozen=True)
@@ -226,7 +227,8 @@ def _grid_search(spec: ProbeSpec, readout: Readout, fit: States, hold: States, l
                  max_widen: int) -> tuple[float, dict[float, float]]:
     """The λ with the lowest holdout objective. The grid widens by a decade while the best sits at its edge; if it
     still does, the limit beyond that edge is scored too — λ = ∞ (the identity map: no probe) above, λ = 0 (no
-    ridge) below — so a probe that wants no shrinkage or no change gets exactly that instead of a truncated grid."""
+    ridge) below — and chosen when it is within FLAT nats of the edge (the objective is flat out to it), so a probe that
+    wants no shrinkage or no change gets exactly that instead of a truncated grid."""
     d = fit.x.shape[-1]
     scores: dict[float, float] = {}
 
@@ -244,8 +246,11 @@ def _grid_search(spec: ProbeSpec, readout: Readout, fit: States, hold: States, l
         if best not in (grid[0], grid[-1]):
             break
         if widened == max_widen:  # still at an edge: score the limit beyond it
-            score(0.0 if best == grid[0] else math.inf)
-            break
+            limit = 0.0 if best == grid[0] else math.inf
+            score(limit)
+            if scores[limit] <= scores[best] + FLAT:  # as good as the edge: the objective is flat out to the limit
+                best = limit
+            return best, dict(sorted(scores.items()))
         grid = [grid[0] / 10, *grid] if best == grid[0] else [*grid, grid[-1] * 10]
     best = min(scores, key=lambda v: (scores[v], -v))
     return best, dict(sorted(scores.items()))

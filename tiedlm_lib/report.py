@@ -10,6 +10,7 @@ from . import claims as _claims
 from .atomic import atomic_write, atomic_write_text
 from .experiments import check_seeds, get_scale
 from .paths import project_root
+from .verdicts import Judgement, spread_lines
 
 
 def markdown_table(df) -> str:
@@ -73,6 +74,10 @@ class Report:
         print(f"{claim_id} [{protocol}] {verdict}: {criterion}" + (f" — basis: {basis}" if basis else ""))
         return e
 
-    def judge(self, j, seeds: Any = None) -> dict[str, Any]:
-        """Record a ``verdicts.Judgement`` (the one call a notebook makes per claim)."""
-        return self.claim(j.claim, j.verdict, j.criterion, j.evidence, j.protocol, seeds, j.basis)
+    def judge(self, j: Judgement, seeds: Any = None) -> dict[str, Any]:
+        """Record a ``verdicts.Judgement`` (the one call a notebook makes per claim), then print each per-seed CI
+        beside the between-seed spread it rests on."""
+        e = self.claim(j.claim, j.verdict, j.criterion, j.evidence, j.protocol, seeds, j.basis)
+        for line in spread_lines(j.evidence):
+            print(line)
+        return e

@@ -97,7 +97,8 @@ def get_run(name_or_config: str | RunConfig, scale: str = "cpu", seed: int = 0,
                 atomic_write_text(path / "result.json", json.dumps(
                     {"final_loss": res.final_loss, "skipped_steps": res.skipped_steps, "seconds": res.seconds,
                      "steps": cfg.train.steps, "params": res.model.num_params(), "alpha": res.model.alphas(),
-                     "processes": world}, indent=1))
+                     "processes": world, "torch_threads": torch.get_num_threads(), "device": str(device)},
+                    indent=1))  # float results on a CPU depend on the thread count: recorded beside them
                 (path / "checkpoint.safetensors").unlink(missing_ok=True)  # the final weights supersede it
             distributed.barrier()
     return Run(cfg, path, load_model(path / FINAL, cfg.model), fresh)

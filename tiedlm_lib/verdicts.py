@@ -41,6 +41,24 @@ class Judgement:
     outcomes: dict[str, str] = field(default_factory=dict)  # per unit (size, pair, ...): the rule's outcome
 
 
+def spread_lines(evidence: dict[str, Any], prefix: str = "") -> list[str]:
+    """One line per evidence block that has several seeds: each seed's CI beside the between-seed spread."""
+    out = []
+    for key, block in evidence.items():
+        if not isinstance(block, dict):
+            continue
+        if "between seeds" in block:
+            cis = ", ".join(f"{k} {v[0]:+.3f} [{v[1]:+.3f}, {v[2]:+.3f}]" for k, v in block.items()
+                            if k[:1] == "s" and k[1:].isdigit())
+            b = block["between seeds"]
+            wide = "; the points spread wider than a per-seed CI" if b["points spread wider than a per-seed CI"] else ""
+            out.append(f"  {prefix}{key}: {cis} | between seeds mean {b['mean']:+.3f}, sd {b['sd']:.3f}, t95 "
+                       f"[{b['t95 of the mean'][0]:+.3f}, {b['t95 of the mean'][1]:+.3f}]{wide}")
+        else:
+            out += spread_lines(block, f"{prefix}{key} / ")
+    return out
+
+
 def ci(e: Estimate) -> list[float]:
     return [e.point, e.lo, e.hi]
 

@@ -114,3 +114,70 @@ def test_sections_run_in_parallel_single_threaded_and_the_claims_section_last(tm
         execute("smoke", ["01_a", "03_c"], root=tmp_path, log=lambda m: None, jobs=2, seeds=[0])
     with pytest.raises(ValueError, match="jobs must be"):
         execute("smoke", root=tmp_path, log=lambda m: None, jobs=0)
+
+
+# Measured in the browser after layout, written into the page for --dump-dom to return (test copies only).
+SELF_CHECK = """<script>window.addEventListener('load', () => {
+  const el = document.documentElement;
+  const figs = [...document.querySelectorAll('.jp-OutputArea-output svg, .jp-OutputArea-output img, figure svg')]
+    .filter(e => !e.parentElement.closest('svg'));
+  const r = {overflow: el.scrollWidth > el.clientWidth + 1, figures: figs.length,
+             empty: figs.filter(e => { const b = e.getBoundingClientRect(); return b.width < 1 || b.height < 1; })
+               .length,
+             errors: document.querySelectorAll('[data-mime-type="application/vnd.jupyter.stderr"],' +
+                                               '[data-mime-type="application/vnd.jupyter.error"]').length};
+  const p = document.createElement('pre'); p.id = 'selfcheck'; p.textContent = JSON.stringify(r);
+  document.body.appendChild(p);
+});</script>"""
+
+
+def _links(page: Path) -> list[str]:
+    return re.findall(r"<a [^>]*href=['\"]([^'\"]+)['\"]", page.read_text())
+
+
+def _self_check(browser: str, text: str, probe: Path) -> dict:
+    probe.write_text(text.replace("</body>", SELF_CHECK + "</body>", 1))
+    dom = subprocess.run([browser, "--headless", "--no-sandbox", "--disable-gpu", "--window-size=1280,1000",
+                          "--virtual-time-budget=5000", "--dump-dom", probe.as_uri()], capture_output=True, text=True,
+                         timeout=180)
+    m = re.search(r'<pre id="selfcheck">(.*?)</pre>', dom.stdout)
+    assert m, f"{probe.name}: the self-check did not run: {dom.stderr[-500:]}"
+    return json.loads(m.group(1).replace("&quot;", '"'))
+
+
+def test_the_page_checks_catch_what_they_look_for(tmp_path):
+    bad = ("<html><body><div style='width:3000px'>wide</div><div class='jp-OutputArea-output'>"
+           "<svg width='0' height='0'></svg></div><div data-mime-type='application/vnd.jupyter.stderr'>x</div>"
+           "</body></html>")
+    r = _self_check(_chromium(), bad, tmp_path / "bad.html")
+    assert r == {"overflow": True, "figures": 1, "empty": 1, "errors": 1}
+
+
+def test_every_page_reads_cleanly_in_the_browser(smoke_paper, tmp_path):
+    """No horizontal overflow of the body, every figure with a rendered size, no stderr or error box, every
+    navigation link resolving (with its anchor); screenshots of the index and a section page in paper/smoke/."""
+    browser = _chromium()
+    html_dir = smoke_paper.parent
+    pages = sorted(html_dir.glob("*.html"))
+    assert len(pages) >= 3
+    for page in pages:
+        for href in _links(page):
+            if href.startswith(("http://", "https://", "#")):
+                continue
+            target, _, anchor = href.partition("#")
+            assert (html_dir / target).is_file(), f"{page.name}: link to missing {href}"
+            if anchor:
+                assert f'id="{anchor}"' in (html_dir / target).read_text(), f"{page.name}: no anchor {href}"
+        if page.name != "index.html":
+            assert "tiedlm-nav" in page.read_text() and "index.html" in _links(page), page.name
+        r = _self_check(browser, page.read_text(), tmp_path / page.name)
+        assert not r["overflow"], f"{page.name}: the body overflows horizontally"
+        assert r["empty"] == 0, f"{page.name}: {r['empty']} of {r['figures']} figures have no rendered size"
+        assert r["errors"] == 0, f"{page.name}: {r['errors']} stderr or error boxes"
+    section = next(p for p in pages if p.name != "index.html")
+    for page, name in ((html_dir / "index.html", "index.png"), (section, "section.png")):
+        shot = ROOT / "paper" / "smoke" / name
+        r = subprocess.run([browser, "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",
+                            "--window-size=1280,1600", f"--screenshot={shot}", page.as_uri()], capture_output=True,
+                           text=True, timeout=180)
+        assert r.returncode == 0 and shot.is_file() and shot.stat().st_size > 10_000, r.stderr[-2000:]

@@ -183,14 +183,20 @@ def _esc(v) -> str:
     return html.escape(str(v))
 
 
-def claims_table(ledger: dict) -> str:
+def claims_table(ledger: dict, anchored: set[str] = frozenset()) -> str:
+    """The ledger as a table; each section cell links to the section page, each claim to the section's "The claims"
+    heading where the page has one (``anchored``: those sections)."""
     rows = []
     for c in ledger.get("claims", []):
-        rows.append(f"<tr class='{_esc(c['verdict']).replace(' ', '-')}'><td>{_esc(c['id'])}</td>"
-                    f"<td>{_esc(c['claim'])}</td><td>{_esc(c['protocol'])}</td><td><b>{_esc(c['verdict'])}</b></td>"
-                    f"<td>{_esc(c['criterion'])}</td><td>{_esc(c['notebook'])}</td></tr>")
-    return ("<table id='claims'><thead><tr><th>id</th><th>claim</th><th>protocol</th><th>verdict</th>"
-            "<th>criterion</th><th>section</th></tr></thead><tbody>" + "\n".join(rows) + "</tbody></table>")
+        sec = _esc(c["notebook"])
+        to = f"{sec}.html" + ("#The-claims" if c["notebook"] in anchored else "")
+        rows.append(f"<tr class='{_esc(c['verdict']).replace(' ', '-')}'><td><a href='{to}'>"
+                    f"{_esc(c['id'])}</a></td><td>{_esc(c['claim'])}</td><td>{_esc(c['protocol'])}</td>"
+                    f"<td><b>{_esc(c['verdict'])}</b></td><td>{_esc(c.get('basis', ''))}</td>"
+                    f"<td>{_esc(c['criterion'])}</td><td><a href='{sec}.html'>{sec}</a></td></tr>")
+    return ("<div class='scroll'><table id='claims'><thead><tr><th>id</th><th>claim</th><th>protocol</th>"
+            "<th>verdict</th><th>basis</th><th>criterion</th><th>section</th></tr></thead><tbody>" + "\n".join(rows)
+            + "</tbody></table></div>")
 
 
 def _inline_svg(path: Path) -> str:
@@ -202,7 +208,65 @@ STYLE = """body{font-family:system-ui,sans-serif;max-width:1100px;margin:2em aut
 table{border-collapse:collapse;font-size:.85em}td,th{border:1px solid #ccc;padding:.3em .5em;vertical-align:top}
 tr.reproduced td:nth-child(4),tr.yes td:nth-child(4){color:#1a7f37}tr.not-reproduced td:nth-child(4),
 tr.no td:nth-child(4){color:#b42318}tr.inconclusive td:nth-child(4){color:#9a6700}
-figure{display:inline-block;margin:.5em;max-width:48%;vertical-align:top}figcaption{font-size:.8em;color:#555}"""
+figure{display:inline-block;margin:.5em;max-width:48%;vertical-align:top}figcaption{font-size:.8em;color:#555}
+.scroll{overflow-x:auto;max-width:100%}td{overflow-wrap:break-word;hyphens:none}"""
+
+
+SECTION_STYLE = """<style>
+.tiedlm-nav{display:flex;gap:1.5em;justify-content:space-between;margin:.6em 0;padding:.4em .8em;
+  border:1px solid #ddd;border-radius:4px;font:14px system-ui,sans-serif;background:#fafafa}
+details.tiedlm-code{margin:.3em 0 .3em 0}details.tiedlm-code summary{cursor:pointer;color:#555;font-size:.85em}
+details.tiedlm-code pre{background:#f6f8fa;padding:.6em;overflow-x:auto;font-size:.8em}
+.jp-RenderedHTMLCommon table,.jp-OutputArea-output table{display:block;overflow-x:auto;max-width:100%}
+.jp-OutputArea-output pre{overflow-x:auto;white-space:pre}
+.jp-OutputArea-output svg,.jp-OutputArea-output img{max-width:100%;height:auto}
+</style>"""
+
+
+def _nav(sections: list[tuple[str, str]], i: int) -> str:
+    """Previous / index / next links of section i."""
+    prev = f"<a href='{_esc(sections[i - 1][0])}.html'>← {_esc(sections[i - 1][1])}</a>" if i > 0 else "<span></span>"
+    nxt = (f"<a href='{_esc(sections[i + 1][0])}.html'>{_esc(sections[i + 1][1])} →</a>" if i + 1 < len(sections)
+           else "<span></span>")
+    return f"<nav class='tiedlm-nav'>{prev}<a href='index.html'>index</a>{nxt}</nav>"
+
+
+def prepare_for_reading(nb, executed_with: dict) -> None:
+    """A section as a reader wants it (in place): each code cell's source folded into a details element above its
+    outputs, the papermill-injected parameters cell dropped (its values annotated on the parameters cell, so the
+    parameters appear once), and stderr streams (progress bars, library warnings) removed."""
+    import nbformat
+
+    cells = []
+    for c in nb.cells:
+        tags = c.get("metadata", {}).get("tags", [])
+        if "injected-parameters" in tags:
+            continue
+        if c.cell_type == "code":
+            src = c.source
+            if "parameters" in tags and executed_with:
+                src += "\n# executed with: " + "; ".join(f"{k} = {v!r}" for k, v in executed_with.items())
+            c.outputs = [o for o in c.get("outputs", []) if not (o.get("output_type") == "stream"
+                                                                   and o.get("name") == "stderr")]
+            if src.strip():
+                label = "parameters" if "parameters" in tags else "code"
+                cells.append(nbformat.v4.new_markdown_cell(
+                    f"<details class='tiedlm-code'><summary>{label}</summary><pre><code>{html.escape(src)}</code>"
+                    "</pre></details>"))
+        cells.append(c)
+    nb.cells = cells
+
+
+def _injected(nb) -> dict:
+    for c in nb.cells:
+        if "injected-parameters" in c.get("metadata", {}).get("tags", []):
+            out = {}
+            for node in ast.parse(c.source).body:
+                if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+                    with contextlib.suppress(ValueError):
+                        out[node.targets[0].id] = ast.literal_eval(node.value)
+            return out
+    return {}
 
 
 def render_html(scale: str, root: Path | None = None) -> Path:
@@ -217,13 +281,21 @@ def render_html(scale: str, root: Path | None = None) -> Path:
     executed = [p for p in sorted(pdir.glob("[0-9][0-9]_*.ipynb"))]
     if not executed:
         raise FileNotFoundError(f"no executed notebooks in {pdir}: run `make paper SCALE={scale}` first")
-    exporter = HTMLExporter(template_name="lab")
-    sections = []
-    for p in executed:
-        nb = nbformat.read(p, as_version=4)
+    exporter = HTMLExporter(template_name="lab", exclude_input=True, exclude_input_prompt=True,
+                            exclude_output_prompt=True)
+    books = [(p, nbformat.read(p, as_version=4)) for p in executed]
+    sections = [(p.stem, _title(nb)) for p, nb in books]
+    anchored = set()
+    for i, (p, nb) in enumerate(books):
+        prepare_for_reading(nb, _injected(nb))
         body, _ = exporter.from_notebook_node(nb)
+        nav = _nav(sections, i)
+        body = body.replace("</head>", SECTION_STYLE + "</head>", 1)
+        body = re.sub(r"(<body[^>]*>)", lambda m, nav=nav: m.group(1) + nav, body, count=1)
+        body = body.replace("</body>", nav + "</body>", 1)
+        if 'id="The-claims"' in body:
+            anchored.add(p.stem)
         atomic_write_text(out / f"{p.stem}.html", _offline(body))
-        sections.append((p.stem, _title(nb)))
     ledger = json.loads((pdir / "claims.json").read_text()) if (pdir / "claims.json").is_file() else {"claims": []}
     timings = json.loads((pdir / "timings.json").read_text()) if (pdir / "timings.json").is_file() else []
     figs = sorted((root / "figures" / scale).glob("*.svg"))
@@ -242,7 +314,7 @@ Fundamental Trade-off") and paper B ("Beyond Depth Truncation", the Depth Contro
 <h2>Sections</h2><ol>{secs}</ol>
 <h2>Claims ledger</h2><p>{len(ledger.get('claims', []))} verdicts from the sections
 {'(also as <a href="../claims.md">claims.md</a>)' if claims_md.is_file() else ''}.</p>
-{claims_table(ledger)}
+{claims_table(ledger, anchored)}
 <h2>Figures</h2><div id='figures'>{fig_html}</div>
 <h2>Run times</h2>{f"<table id='timings'><tr><th>notebook</th><th>seconds</th></tr>{tim}<tr><td><b>total</b></td>"
                     f"<td><b>{total:.0f}</b></td></tr></table>" if timings else

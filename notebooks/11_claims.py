@@ -17,7 +17,7 @@ paper_dir = None  # default: paper/<scale>/
 import pandas as pd
 
 from tiedlm_lib.atomic import atomic_write_text
-from tiedlm_lib.claims import CLAIMS, REPORTED, read_ledger
+from tiedlm_lib.claims import CLAIMS, REPORTED, probe_finding, read_ledger, seed_points
 from tiedlm_lib.report import Report, markdown_table
 
 rep = Report("11_claims", scale, figures_dir, paper_dir, seeds=seeds)
@@ -152,22 +152,9 @@ def has(key, verdict):
     return key in ev and ev[key]["verdict"] == verdict
 
 
-def seed_points(d):
-    """The per-seed point estimates of an evidence block ({"s0": [point, lo, hi], ...})."""
-    return [v[0] for k, v in d.items() if k[:1] == "s" and k[1:].isdigit() and isinstance(v, list)]
-
-
-if "Q1/corrected" in ev:
-    q1 = ev["Q1/corrected"]["evidence"]
-    means = {p: sum(x for m in d.values() if isinstance(m, dict) for x in seed_points(m)) /
-             max(1, sum(len(seed_points(m)) for m in d.values() if isinstance(m, dict)))
-             for p, d in q1.items() if isinstance(d, dict) and "answer" in d}
-    lo_p, hi_p = min(means, key=means.get), max(means, key=means.get)
-    findings.append(f"How much of paper A's single-depth gap is 'readout' depends on the probe: across the probe "
-                    f"family (section 10) the share recovered ranges from {means[lo_p]:.0%} ({lo_p}) to "
-                    f"{means[hi_p]:.0%} ({hi_p}); paper B's own probe (head/diagonal) recovers "
-                    f"{means.get('head/diagonal', float('nan')):.0%}. Q1's answer per probe: "
-                    + ", ".join(f"{p} {q1[p]['answer']}" for p in means) + ".")
+finding = probe_finding(ledger)
+if finding:
+    findings.append(finding[0].upper() + finding[1:] + " (section 10).")
 if "B1/corrected" in ev:
     b1 = ev["B1/corrected"]["evidence"]
     fr = [a / t for m in b1.values() for a, t in zip(seed_points(m["application count"]), seed_points(m["total"]))]

@@ -155,3 +155,25 @@ def test_paper_seeds_option_is_checked_before_any_work(capsys):
 
     assert main(["--scale", "smoke", "--seeds", "0,x", "--only", "11_claims"]) == 1
     assert "--seeds must be comma-separated integers" in capsys.readouterr().err
+
+
+def test_the_abstract_states_findings_from_the_ledger(tmp_path):
+    from tiedlm_lib.claims import abstract_findings
+
+    def rec(cid, verdict, protocol, nb="04_tradeoff", ev=None, seeds=(0, 1, 2)):
+        claims.record(tmp_path, "cpu", nb, cid, verdict, "c", ev or {}, protocol, list(seeds))
+
+    assert abstract_findings(claims.read_ledger(tmp_path)) == "No section has recorded a verdict at this scale yet."
+    rec("A4", "reproduced", "paper")
+    rec("A4", "not reproduced", "corrected")
+    rec("A10", "reproduced", "corrected", "02_backprop")
+    rec("A10", "inconclusive", "corrected", "06_iso_param_2x2")
+    rec("A21", "not testable", "paper", "11_claims", seeds=())
+    q1 = {"head/diagonal": {"m": {"s0": [0.1, 0.0, 0.2], "s1": [0.2, 0.1, 0.3]}, "answer": "no"},
+          "loop/tuned": {"m": {"s0": [0.6, 0.5, 0.7]}, "answer": "yes"}, "headline probe": "loop/tuned"}
+    rec("Q1", "yes", "corrected", "10_depth_control_protocol", q1)
+    text = abstract_findings(claims.read_ledger(tmp_path))
+    assert "Under the paper's protocol, 1 claim reproduced (A4), 0 did not" in text
+    assert "1 did not (A4)" in text and "differ on A10" in text and "changes the verdict of A4" in text
+    assert "rest on 3 training seeds" in text
+    assert "from 15% (head/diagonal) to 60% (loop/tuned)" in text and "(Q1: yes by loop/tuned)" in text

@@ -168,6 +168,70 @@ def clear_notebook(paper_dir: str | Path, notebook: str) -> int:
         return len(led["claims"]) - len(kept)
 
 
+def seed_points(block: dict[str, Any]) -> list[float]:
+    """The per-seed point estimates of an evidence block ({"s0": [point, lo, hi], ...})."""
+    return [v[0] for k, v in block.items() if k[:1] == "s" and k[1:].isdigit() and isinstance(v, list)]
+
+
+def probe_finding(ledger: dict[str, Any]) -> str | None:
+    """Section 10's probe dependence in one sentence, from the Q1 entry's evidence (None without one)."""
+    q1 = next((c for c in ledger.get("claims", []) if c["id"] == "Q1"), None)
+    if q1 is None:
+        return None
+    means = {}
+    for probe, block in q1["evidence"].items():
+        if isinstance(block, dict) and "answer" in block:
+            pts = [x for m in block.values() if isinstance(m, dict) for x in seed_points(m)]
+            if pts:
+                means[probe] = sum(pts) / len(pts)
+    if not means:
+        return None
+    lo, hi = min(means, key=means.get), max(means, key=means.get)
+    paper_b = f"; paper B's probe (head/diagonal) recovers {means['head/diagonal']:.0%}" if "head/diagonal" in means \
+        else ""
+    return (f"how much of paper A's single-depth depth gap is correctable at the readout depends on the probe: from "
+            f"{means[lo]:.0%} ({lo}) to {means[hi]:.0%} ({hi}){paper_b} (Q1: {q1['verdict']} by {hi})")
+
+
+def abstract_findings(ledger: dict[str, Any]) -> str:
+    """What the ledger found, in sentences: which claims reproduced under each protocol, which did not, where the
+    corrected protocol changes the verdict, and the probe finding of section 10. Every word comes from the ledger."""
+    claims = [c for c in ledger.get("claims", []) if c["id"][0] in "AB"]
+    if not claims:
+        return "No section has recorded a verdict at this scale yet."
+    by = {}
+    for c in claims:
+        for p in (("paper", "corrected") if c["protocol"] == "both" else (c["protocol"],)):
+            by.setdefault((c["id"], p), set()).add(c["verdict"])
+
+    def ids(protocol: str, verdict: str) -> list[str]:
+        return sorted({cid for (cid, p), vs in by.items() if p == protocol and vs == {verdict}}, key=list(CLAIMS).index)
+
+    parts = []
+    for protocol, name in (("paper", "the paper's protocol"), ("corrected", "the corrected protocol")):
+        rep, nrep, inc = ids(protocol, "reproduced"), ids(protocol, "not reproduced"), ids(protocol, "inconclusive")
+        if rep or nrep or inc:
+            parts.append(f"Under {name}, {len(rep)} claim{'s' if len(rep) != 1 else ''} reproduced"
+                         + (f" ({', '.join(rep)})" if rep else "") + f", {len(nrep)} did not"
+                         + (f" ({', '.join(nrep)})" if nrep else "") + f" and {len(inc)} stayed inconclusive"
+                         + (f" ({', '.join(inc)})" if inc else "") + ".")
+    mixed = sorted({cid for (cid, _), vs in by.items() if len(vs) > 1}, key=list(CLAIMS).index)
+    if mixed:
+        parts.append(f"Sections judging the same claim differ on {', '.join(mixed)}.")
+    changed = sorted({cid for (cid, p), vs in by.items() if p == "paper" and (cid, "corrected") in by
+                      and by[cid, "corrected"] != vs}, key=list(CLAIMS).index)
+    if changed:
+        parts.append(f"The corrected protocol changes the verdict of {', '.join(changed)}.")
+    seeds = sorted({len(c["seeds"]) for c in claims if c.get("seeds")})  # [] : a verdict that trained nothing
+    if seeds:
+        parts.append(f"Verdicts rest on {' to '.join(map(str, (seeds[0], seeds[-1]) if len(seeds) > 1 else seeds))} "
+                     "training seed" + ("s" if seeds[-1] != 1 else "") + ".")
+    finding = probe_finding(ledger)
+    if finding:
+        parts.append(f"New here: {finding}.")
+    return " ".join(parts)
+
+
 FINDINGS_BEGIN = "<!-- findings: generated from paper/cpu/claims.json by tiedlm_lib.claims.findings_markdown -->"
 FINDINGS_END = "<!-- findings: end -->"
 

@@ -27,7 +27,7 @@ from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
 
 from .atomic import atomic_write_text
-from .claims import read_ledger, update_findings
+from .claims import abstract_findings, read_ledger, update_findings
 from .paths import project_root
 
 ABSTRACT = """\
@@ -310,7 +310,8 @@ def render_html(scale: str, root: Path | None = None) -> Path:
 <p><i>The executable companion to paper A ("Tied-Depth Language Models: Depth Scaling, Free Early Exit, and a
 Fundamental Trade-off") and paper B ("Beyond Depth Truncation", the Depth Control Protocol), at the
 <b>{_esc(scale)}</b> scale.</i></p>
-<h2>Abstract</h2><p>{_esc(ABSTRACT)}</p>
+<h2>Abstract</h2><p>{_esc(ABSTRACT)}</p><p id='findings'><b>Findings at this scale.</b>
+{_esc(abstract_findings(ledger))}</p>
 <h2>Sections</h2><ol>{secs}</ol>
 <h2>Claims ledger</h2><p>{len(ledger.get('claims', []))} verdicts from the sections
 {'(also as <a href="../claims.md">claims.md</a>)' if claims_md.is_file() else ''}.</p>

@@ -30,7 +30,7 @@ import altair as alt
 import numpy as np
 import pandas as pd
 
-from tiedlm_lib import get_run, verdicts
+from tiedlm_lib import criteria, get_run, verdicts
 from tiedlm_lib.analysis import depth_gap, exit_vs_uniform, heldout, saturation_depth
 from tiedlm_lib.evaluation import depth_stats
 from tiedlm_lib.experiments import get_scale
@@ -155,11 +155,14 @@ conf = pd.DataFrame(conf_rows)
 rep.table(conf, "confidence_by_depth")
 display(pd.DataFrame([{"size": s, "supervision": k, "seed": sd, "maxprob saturates at k": v["maxprob"],  # noqa: F821
                        "NLL saturates at k": v["nll"]} for (s, k, sd), v in sat.items()]))
-c1 = alt.Chart(conf).mark_line(point=True).encode(x="k:Q", y=alt.Y("maxprob:Q", title="mean max-prob"),
-                                                  color="supervision:N", detail="seed:N").properties(width=220,
-                                                                                                 height=180)
-c2 = c1.encode(y=alt.Y("nll:Q", scale=alt.Scale(zero=False), title="NLL (nats)"))
-rep.chart(alt.hconcat(c1, c2).resolve_scale(y="independent"), "confidence_vs_nll")
+# one line per (size, supervision, seed): the two sizes are separate rows, never joined into one line
+c1 = alt.Chart(conf).mark_line(point=True).encode(
+    x=alt.X("k:Q", title="loop applications k"), y=alt.Y("maxprob:Q", title="mean max-prob"),
+    color="supervision:N", detail="seed:N").properties(width=220, height=160)
+c2 = c1.encode(y=alt.Y("nll:Q", scale=alt.Scale(zero=False), title="NLL, real targets (nats)"))
+rep.chart(alt.vconcat(*[alt.hconcat(c1.transform_filter(alt.datum.size == sz).properties(title=f"{sz}: confidence"),
+                                    c2.transform_filter(alt.datum.size == sz).properties(title=f"{sz}: quality"))
+                        .resolve_scale(y="independent") for sz in PAIRS]), "confidence_vs_nll")
 
 # %% [markdown]
 # ## The law: depth scaling against free exit, at both sizes
@@ -179,6 +182,28 @@ for (size, kind, seed), st in stats.items():
 law = pd.DataFrame(law_rows)
 rep.table(law, "tradeoff_law")
 law.round(4)
+
+# %% [markdown]
+# The law in one chart: every model (both sizes, every seed) as its depth gap against its exit cost, with 95% CIs.
+# The dashed lines are each size's margin (the stricter of 0.05 nats and 10% of that size's mean single-depth gap,
+# stated in `tiedlm_lib.criteria`): the law says no model sits right of the vertical line (depth scaling) *and* below
+# the horizontal one (free exit).
+
+# %%
+margins = pd.DataFrame([{"size": sz, "margin": criteria.margin_for(g) if g > 0 else criteria.MARGIN_NATS}
+                        for sz, g in law[law.supervision == "single"].groupby("size")["gap k1-kK"].mean().items()])
+pts = alt.Chart(law).mark_point(filled=True, size=70).encode(
+    x=alt.X("gap k1-kK:Q", title="depth gap NLL(1) − NLL(K) (nats)"),
+    y=alt.Y("exit cost:Q", title="exit cost NLL(1) − min NLL (nats)"), color="size:N", shape="supervision:N",
+    tooltip=["size", "supervision", "seed", "gap k1-kK", "exit cost"])
+xerr = alt.Chart(law).mark_rule().encode(x="gap_lo:Q", x2="gap_hi:Q", y="exit cost:Q", color="size:N")
+yerr = alt.Chart(law).mark_rule().encode(y="cost_lo:Q", y2="cost_hi:Q", x="gap k1-kK:Q", color="size:N")
+vline = alt.Chart(margins).mark_rule(strokeDash=[5, 4]).encode(x="margin:Q", color="size:N")
+hline = alt.Chart(margins).mark_rule(strokeDash=[5, 4]).encode(y="margin:Q", color="size:N")
+label = alt.Chart(margins).mark_text(align="left", dx=4, dy=-6, fontSize=10).encode(
+    x="margin:Q", y="margin:Q", text=alt.Text("margin:Q", format=".3f"), color="size:N")
+rep.chart((xerr + yerr + pts + vline + hline + label).properties(
+    width=360, height=260, title="trade-off law: dashed = each size's margin"), "tradeoff_law")
 
 # %% [markdown]
 # ## The claims

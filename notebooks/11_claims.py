@@ -14,6 +14,7 @@ figures_dir = None  # default: figures/<scale>/
 paper_dir = None  # default: paper/<scale>/
 
 # %%
+import altair as alt
 import pandas as pd
 
 from tiedlm_lib.atomic import atomic_write_text
@@ -115,6 +116,56 @@ with pd.option_context("display.max_colwidth", 120, "display.max_rows", 200):
 # %%
 counts = table.groupby("verdict").size().rename("entries").reset_index()
 rep.table(counts, "verdict_counts")
+
+# %% [markdown]
+# ## Every verdict's effect against its criterion
+#
+# One row per quantity a criterion judged: the mean over seeds with its 95% t-interval (one seed: that seed's
+# bootstrap CI), the dashed tick at the threshold the criterion compares it with (0 for a sign, the stated margin for
+# an equivalence or non-inferiority test, 0.2 for a readout share), coloured by the verdict of its claim.
+
+# %%
+from tiedlm_lib.verdicts import forest_rows  # noqa: E402
+
+forest = pd.DataFrame([{"claim": f"{e['id']} [{e['protocol']}]", "verdict": e["verdict"], "section": e["notebook"],
+                        **r, "row": f"{e['id']} [{e['protocol'][:4]}] {r['unit']}"[:70]}
+                       for e in entries for r in forest_rows(e["evidence"])])
+if len(forest):
+    forest = rep.table(forest, "forest")
+    y = alt.Y("row:N", sort=None, title=None, axis=alt.Axis(labelLimit=360))
+    colour = alt.Color("verdict:N", scale=alt.Scale(
+        domain=["reproduced", "not reproduced", "inconclusive", "yes", "no"],
+        range=["#1a7f37", "#b42318", "#9a6700", "#1a7f37", "#b42318"]))
+    base = alt.Chart(forest).encode(y=y)
+    fp = (base.mark_rule().encode(x=alt.X("lo:Q", title="effect (nats, share or ratio; see the row's claim)"),
+                                  x2="hi:Q", color=colour)
+          + base.mark_point(filled=True).encode(x="point:Q", color=colour, tooltip=["claim", "unit", "point", "lo",
+                                                                                    "hi", "threshold", "seeds"])
+          + base.mark_tick(color="black", thickness=1, size=10, strokeDash=[2, 2]).encode(x="threshold:Q"))
+    rep.chart(fp.properties(width=360, height=alt.Step(11)).facet(row=alt.Row("section:N", title=None))
+              .resolve_scale(y="independent", x="independent"), "verdict_forest")
+
+# %% [markdown]
+# ## Reported against reproduced, in scale-free terms
+#
+# The cpu scale's models are small, so levels cannot match the paper's; what can match is the direction and the
+# relative size. Per claim: the verdict (direction), and where its criterion computed one, our effect relative to the
+# paper's reported effect (a ratio of 1 is the paper's relative size). Each row links to the section that judged it.
+
+# %%
+def relative(ev):
+    for key in ("ratio to the paper's",):
+        if key in ev:
+            return ev[key]
+    return None
+
+
+comparison = pd.DataFrame([{"id": e["id"], "protocol": e["protocol"], "reported": REPORTED.get(e["id"], ""),
+                            "verdict": e["verdict"], "ours / paper's (relative size)": relative(e["evidence"]),
+                            "section": f"[{e['notebook']}]({e['notebook']}.html)"}
+                           for e in entries if e["id"][0] in "AB"])
+rep.table(comparison, "reported_vs_reproduced")
+comparison
 
 # %% [markdown]
 # ## Which claims survive the corrected protocol?

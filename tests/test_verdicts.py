@@ -293,3 +293,14 @@ def test_every_claim_function_is_tested_here():
 def test_without_a_single_depth_gap_the_absolute_margin_stands_alone():
     j = check(V.a6({"s": seeds(E(0.01, -0.02, 0.04))}, {"s": -0.001}), "reproduced")
     assert j.evidence["s"]["margin"] == pytest.approx(0.05)
+
+
+def test_forest_rows_take_the_spread_over_seeds_and_each_criterions_threshold():
+    j = V.a6({"small": seeds(E(0.01, -0.02, 0.04), E(0.03, 0.0, 0.06))}, {"small": 2.0})
+    (row,) = V.forest_rows(j.evidence)
+    assert row["unit"] == "small" and row["point"] == pytest.approx(0.02) and row["threshold"] == pytest.approx(0.05)
+    assert row["lo"] < 0.02 < row["hi"] and row["seeds"] == 2
+    one = V.forest_rows(V.b4(seeds(E(0.5, 0.4, 0.6)), 4, 5).evidence)
+    assert one == [{"unit": "dense", "point": 0.5, "lo": 0.4, "hi": 0.6, "seeds": 1, "threshold": 0.2}]
+    nested = V.forest_rows(V.q3({"small": seeds(NOISE)}, {"small": seeds(UP)}).evidence)
+    assert [r["unit"] for r in nested] == ["residual / small", "paper / small"]

@@ -59,6 +59,26 @@ def spread_lines(evidence: dict[str, Any], prefix: str = "") -> list[str]:
     return out
 
 
+def forest_rows(evidence: dict[str, Any], threshold: float = 0.0, path: str = "") -> list[dict[str, Any]]:
+    """One row per evidence block with per-seed CIs, for a forest plot: the mean over seeds with its t-interval
+    (one seed: that seed's CI), and the threshold its criterion compares against (the block's "margin", else the
+    evidence's "threshold", else 0)."""
+    threshold = float(evidence.get("threshold", threshold))
+    rows = []
+    for key, block in evidence.items():
+        if not isinstance(block, dict):
+            continue
+        seeds = {k: v for k, v in block.items() if k[:1] == "s" and k[1:].isdigit() and isinstance(v, list)}
+        if seeds:
+            b = block.get("between seeds")
+            point, lo, hi = (b["mean"], *b["t95 of the mean"]) if b else next(iter(seeds.values()))
+            rows.append({"unit": f"{path}{key}", "point": point, "lo": lo, "hi": hi, "seeds": len(seeds),
+                         "threshold": float(block.get("margin", threshold))})
+        else:
+            rows += forest_rows(block, threshold, f"{path}{key} / ")
+    return rows
+
+
 def ci(e: Estimate) -> list[float]:
     return [e.point, e.lo, e.hi]
 
@@ -121,7 +141,8 @@ def a9(memory_ratio: float, time_ratio: float, short_gap: PerSeed, k: int) -> Ju
                      f"and the short-run NLL gap phantom - full is below +{A9_SHORT_MARGIN} nats in every seed (CI "
                      "upper end; not reproduced if a ratio exceeds it or some seed's CI lies wholly above the margin)",
                      {"k": k, "memory_ratio": memory_ratio, "time_ratio": time_ratio,
-                      "short_gap": seed_evidence(short_gap), "short-run outcome": cost}, "corrected",
+                      "short_gap": seed_evidence(short_gap) | {"margin": A9_SHORT_MARGIN},
+                      "short-run outcome": cost}, "corrected",
                      _basis(f"benchmark ratios; non-inferiority at +{A9_SHORT_MARGIN} nats", {"short": short_gap},
                             {"short": cost}), {"short": cost})
 
@@ -585,7 +606,8 @@ def q1(shares: Mapping[str, Mapping[str, PerSeed]], paper_probe: str = "head/dia
                      f"(CI upper end) for no. Answer from probe {best} (the largest share); paper B's {paper_probe}: "
                      f"{per_probe.get(paper_probe, 'not fitted')}. Per probe: {others}",
                      {p: {m: seed_evidence(ps) for m, ps in models.items()} | {"answer": per_probe[p]}
-                      for p, models in shares.items()} | {"headline probe": best}, "corrected",
+                      for p, models in shares.items()} | {"headline probe": best, "threshold": SHARE_THRESHOLD},
+                     "corrected",
                      _basis("per-seed 95% CIs including refits", shares[best], per_probe), per_probe)
 
 
@@ -603,7 +625,8 @@ def b3(shares: Mapping[str, PerSeed], dense: PerSeed, probe: str, protocol: str)
                      "head/diagonal, near-full truncation), in every seed; not reproduced if some looped share's CI "
                      f"lower end is >= {SHARE_THRESHOLD:g} in every seed",
                      {m: seed_evidence(ps) for m, ps in shares.items()} | {"dense": seed_evidence(dense),
-                                                                           "probe": probe}, protocol,
+                                                                           "probe": probe,
+                                                                           "threshold": SHARE_THRESHOLD}, protocol,
                      _basis("per-seed 95% CIs", shares, outcomes), outcomes)
 
 
@@ -618,7 +641,7 @@ def b4(dense_share: PerSeed, k_min: int, k_max: int) -> Judgement:
                      f"calibration share of prefix({k_min}) - prefix({k_max}) has its CI lower end >= "
                      f"{SHARE_THRESHOLD:g} in every seed (the protocol detects readout miscalibration where paper B "
                      "found it); not reproduced if its CI upper end is below it in every seed",
-                     {"dense": seed_evidence(dense_share)}, "corrected",
+                     {"dense": seed_evidence(dense_share), "threshold": SHARE_THRESHOLD}, "corrected",
                      _basis("per-seed 95% CIs", {"dense": dense_share}, {"dense": ans}), {"dense": ans})
 
 

@@ -177,3 +177,41 @@ def test_the_abstract_states_findings_from_the_ledger(tmp_path):
     assert "1 did not (A4)" in text and "differ on A10" in text and "changes the verdict of A4" in text
     assert "rest on 3 training seeds" in text
     assert "from 15% (head/diagonal) to 60% (loop/tuned)" in text and "(Q1: yes by loop/tuned)" in text
+
+
+def test_prose_numbers_are_facts_read_from_the_sections_tables(tmp_path):
+    import json as _json
+
+    import pandas as pd
+
+    from tiedlm_lib.report import Report
+
+    rep = Report("03_depth_scaling", "smoke", tmp_path / "f", tmp_path / "p")
+    rep.table(pd.DataFrame({"size": ["small", "small", "large"], "seed": [0, 1, 0], "gap": [0.5, 0.7, 0.9]}), "gaps")
+    assert rep.fact("small_gap", "gaps", "gap", {"size": "small"}) == pytest.approx(0.6)
+    assert rep.fact("large_gap", "gaps", "gap", {"size": "large", "seed": 0}, "only") == 0.9
+    md = rep.prose("Results", "The small gap is {small_gap:.2f} nats, the large {large_gap:.1f}: {word}.",
+                   word="larger at the larger size")
+    assert md.data == "**Results.** The small gap is 0.60 nats, the large 0.9: larger at the larger size."
+    saved = _json.loads((tmp_path / "p" / "tables" / "03_depth_scaling-prose.json").read_text())
+    assert saved[0]["facts"]["small_gap"]["where"] == {"size": "small"} and saved[0]["text"].endswith("size.")
+    with pytest.raises(ValueError, match="neither facts"):
+        rep.prose("Results", "{missing:.2f}")
+    with pytest.raises(ValueError, match="no row matches"):
+        rep.fact("x", "gaps", "gap", {"size": "huge"})
+    with pytest.raises(ValueError, match="exactly one"):
+        rep.fact("x", "gaps", "gap", {"size": "small"}, "only")
+    with pytest.raises(ValueError, match="save it with rep.table"):
+        rep.fact("x", "nope", "gap")
+    # a table re-saved after the fact was read: the paragraph would contradict it, so it is refused
+    rep.table(pd.DataFrame({"size": ["small"], "seed": [0], "gap": [0.1]}), "gaps")
+    with pytest.raises(ValueError, match="its table now gives"):
+        rep.prose("Results", "{small_gap:.2f}")
+
+
+def test_every_section_ends_with_results_and_what_they_mean():
+    for src in SOURCES:
+        if src.stem in ("01_architecture", "11_claims"):
+            continue
+        text = src.read_text()
+        assert 'rep.prose("Results"' in text and 'rep.prose("What this means"' in text, src.name

@@ -160,7 +160,7 @@ def test_a12_states_what_the_corrected_row_implies():
     pt = {0: 3.0, 1: 3.0}
     paper, corr = V.a12(seeds(UP, UP), seeds(UP, UP), pt, 0.16)
     check(paper, "reproduced", "A12") and check(corr, "reproduced")
-    assert "survives" in corr.criterion and paper.protocol == "paper" and corr.protocol == "corrected"
+    assert "survives" in corr.evidence["implication"] and paper.protocol == "paper" and corr.protocol == "corrected"
     _, corr = V.a12(seeds(UP, UP), seeds(NOISE, DOWN), pt, 0.16)
     check(corr, "inconclusive")
     assert "attributable to training on pad targets" in corr.criterion

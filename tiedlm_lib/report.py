@@ -3,6 +3,8 @@ and the claims it judged. Notebooks stay thin: prose, parameters, calls, and the
 
 from __future__ import annotations
 
+import json
+import math
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +35,40 @@ def setup_altair() -> None:
     alt.data_transformers.disable_max_rows()
 
 
+def _plain(v: Any) -> Any:
+    return v.item() if hasattr(v, "item") else str(v)
+
+
+def _aggregate(df, column: str, where: dict[str, Any], agg: str, what: str):
+    """``agg`` of ``column`` over the rows of ``df`` matching ``where`` (values compared as text, so a table read
+    back from CSV matches the frame it was saved from)."""
+    if column not in df.columns:
+        raise ValueError(f"{what} has no column {column!r}: expected one of {list(df.columns)}")
+    rows = df
+    for k, v in where.items():
+        if k not in df.columns:
+            raise ValueError(f"{what} has no column {k!r} to select on")
+        rows = rows[rows[k].astype(str) == str(v)]
+    if rows.empty:
+        raise ValueError(f"{what}: no row matches {where}")
+    col = rows[column]
+    if agg == "only":
+        if len(col) != 1:
+            raise ValueError(f"{what}: {len(col)} rows match {where}, expected exactly one")
+        v = col.iloc[0]
+    elif agg in ("mean", "min", "max", "sum", "count"):
+        v = getattr(col, agg)()
+    else:
+        raise ValueError(f"agg must be one of mean, min, max, sum, count, only; got {agg!r}")
+    return v.item() if hasattr(v, "item") else v
+
+
+def _same(a: Any, b: Any) -> bool:
+    if isinstance(a, (int, float)) and isinstance(b, (int, float)):
+        return math.isclose(a, b, rel_tol=1e-9, abs_tol=1e-12) or (a != a and b != b)
+    return str(a) == str(b)
+
+
 class Report:
     """Outputs of one notebook at one scale: ``figures/<scale>/<nb>-<name>.svg``, ``paper/<scale>/tables/``,
     and the claims ledger ``paper/<scale>/claims.json``."""
@@ -49,6 +85,8 @@ class Report:
         self.paper = Path(paper_dir) if paper_dir else root / "paper" / scale
         setup_altair()
         _claims.clear_notebook(self.paper, notebook)  # this run records the section's whole set of verdicts
+        self._facts: dict[str, dict[str, Any]] = {}
+        self._prose: list[dict[str, Any]] = []
 
     def chart(self, chart, name: str):
         """Save ``chart`` as svg and return it (it renders as svg inline)."""
@@ -60,10 +98,54 @@ class Report:
 
     def table(self, df, name: str):
         """Save ``df`` as CSV and Markdown and return it for display."""
-        base = self.paper / "tables" / f"{self.notebook}-{name}"
+        base = self._table_path(name)
         atomic_write(base.with_suffix(".csv"), lambda tmp: df.to_csv(tmp, index=False))
         atomic_write_text(base.with_suffix(".md"), markdown_table(df))
         return df
+
+    def _table_path(self, name: str) -> Path:
+        return self.paper / "tables" / f"{self.notebook}-{name}"
+
+    def fact(self, name: str, table: str, column: str, where: dict[str, Any] | None = None, agg: str = "mean"):
+        """A number the prose may state, read from a table this section saved (its CSV, exactly what a reader
+        sees): ``agg`` ("mean", "min", "max", "sum", "count" or "only" for a single row) of ``column`` over the
+        rows matching ``where``. Recorded with its source, so every number in a paragraph is traceable."""
+        value = _aggregate(self._read(table), column, where or {}, agg, f"{self.notebook}-{table}")
+        self._facts[name] = {"table": table, "column": column, "where": where or {}, "agg": agg, "value": value}
+        return value
+
+    def _read(self, table: str):
+        import pandas as pd
+
+        path = self._table_path(table).with_suffix(".csv")
+        if not path.is_file():
+            raise ValueError(f"fact from table {table!r}: save it with rep.table(df, {table!r}) first ({path})")
+        return pd.read_csv(path)
+
+    def prose(self, heading: str, template: str, **words: str):
+        """A paragraph whose numbers are facts: ``template`` names them as {fact} or {fact:.2f}; ``words`` fill
+        derived words ("larger", "reproduced"), which the notebook computes from the same facts. Before showing it,
+        every fact is recomputed from its table on disk and must equal the value used. Saved with its facts to
+        ``tables/<notebook>-prose.json``; returns Markdown for display."""
+        import string
+
+        from IPython.display import Markdown
+
+        names = {f for _, f, _, _ in string.Formatter().parse(template) if f}
+        unknown = names - set(self._facts) - set(words)
+        if unknown:
+            raise ValueError(f"prose {heading!r} names {sorted(unknown)}, which are neither facts (rep.fact) nor words")
+        for n in names & set(self._facts):
+            f = self._facts[n]
+            again = _aggregate(self._read(f["table"]), f["column"], f["where"], f["agg"], f["table"])
+            if not _same(again, f["value"]):
+                raise ValueError(f"fact {n!r} is {f['value']!r} but its table now gives {again!r}")
+        text = template.format(**{n: f["value"] for n, f in self._facts.items()}, **words)
+        self._prose.append({"heading": heading, "template": template, "text": text, "words": words,
+                            "facts": {n: self._facts[n] for n in sorted(names & set(self._facts))}})
+        atomic_write_text(self._table_path("prose").with_suffix(".json"),
+                          json.dumps(self._prose, indent=1, default=_plain))
+        return Markdown(f"**{heading}.** {text}")
 
     def claim(self, claim_id: str, verdict: str, criterion: str, evidence: dict[str, Any],
               protocol: str = "paper", seeds: Any = None, basis: str = "") -> dict[str, Any]:

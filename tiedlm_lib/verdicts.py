@@ -419,7 +419,8 @@ def a12(paper_costs: PerSeed, masked_costs: PerSeed, pt_nll: Mapping[int, float]
                              "model's, 95% CI above 0 in every seed" + (f". {implication}" if protocol == "corrected"
                                                                         else ""),
                              j.evidence | {"cost / PT NLL (mean)": rel, "reported cost / PT NLL": reported_rel,
-                                           "ratio to the paper's": rel / reported_rel}, protocol, j.basis,
+                                           "ratio to the paper's": rel / reported_rel}
+                             | ({"implication": implication} if protocol == "corrected" else {}), protocol, j.basis,
                              j.outcomes))
     return out[0], out[1]
 

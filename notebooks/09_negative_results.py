@@ -192,11 +192,13 @@ rep.prose("Results", "Iterated to {e}K, the paper-form block's relative residual
           "r = {r_tok:.2f}.", e=str(extrapolate), n=str(len(seeds)), s="s" if len(seeds) > 1 else "")
 
 # %%
-rep.prose("What this means", "The paper-form loop {fp_words} (A18 {a18}), as its block's normalised re-addition "
-          "predicts; the residual form {res_words} (A18, corrected protocol: {a18c}). The residual norm is "
+rep.prose("What this means", "The paper-form loop {fp_words} (A18 {a18}){predicts}; the residual form {res_words} "
+          "(A18, corrected protocol: {a18c}). The residual norm is "
           "{probe_words} (A19 {a19}; per token {a19c}).", a18=a18[0].verdict, a18c=a18[1].verdict, a19=a19[0].verdict,
           a19c=a19[1].verdict,
           fp_words="does not approach a fixed point" if lf_paper >= 0.5 else "slows toward a fixed point",
+          predicts=", as its block's normalised re-addition predicts" if lf_paper >= 0.5 else
+          ", although its block's normalised re-addition predicts it cannot",
           res_words="does not either" if lf_res >= 0.5 else "slows down",
           probe_words={"reproduced": "a weak uncertainty probe, stronger at the larger size",
                        "not reproduced": "not the weak-but-positive probe the paper reports"}.get(

@@ -447,16 +447,17 @@ rep.prose("Results", "On the single-depth models (mean over both sizes and {n} s
           "is {gap:.3f} nats. The share of it that a readout probe recovers ranges from {share_low:.0%} ({low}) to "
           "{share_high:.0%} ({high}); paper B's probe (head/diagonal) recovers {share_paper_b:.0%}. On the small "
           "model, re-adding the first update up to N applications (frozen(1), this project's control) closes "
-          "{app:.3f} of its {tot:.3f}-nat gap. Paper B's negative control — the dense model, near-full truncation — "
-          "has a head/diagonal share of {dense_share:.0%} of its prefix(L − 1) − prefix(L) gap. After {steps} steps of continued training "
-          "the head/diagonal share is {fixed_share:.0%} in the fixed arm and {sampled_share:.0%} in the sampled arm.",
+          "{app:.3f} of its {tot:.3f}-nat gap. In paper B's negative control the dense model's head/diagonal probe "
+          "recovers {dense_share:.0%} of its near-full truncation gap prefix(L − 1) − prefix(L). After {steps} steps "
+          "of continued training the head/diagonal share is {fixed_share:.0%} in the fixed arm and "
+          "{sampled_share:.0%} in the sampled arm.",
           n=str(len(seeds)), s="s" if len(seeds) > 1 else "", low=low, high=high, steps=str(steps))
 
 # %%
 rep.prose("What this means", "Whether paper A's depth gap is 'computation' depends on the readout probe it is judged "
           "with: {q1_words} (Q1 {q1} by {high}; paper B's probe alone answers {paper_answer}). Paper B's conclusion "
           "that little of a recurrent model's gap is correctable at the readout is {b3} with its own probe and {b3c} "
-          "with {high}. Much of the gap is the count of writes into the stream rather than new computation: frozen(1) "
+          "with {high}. {writes} the count of writes into the stream rather than new computation: frozen(1) "
           "closes {frac} of it on the small model (an extension, B1 {b1}). Training with sampled depths {b5_words} "
           "(B5 {b5}), so the trade-off law of section 04 is {law_words}.",
           q1_words={"yes": "with the most capable probe at least a fifth of the gap is readout",
@@ -465,7 +466,11 @@ rep.prose("What this means", "Whether paper A's depth gap is 'computation' depen
           q1=q1.verdict, high=high, paper_answer=q1.outcomes.get("head/diagonal", "nothing"),
           b3=judged_b3["paper"].verdict, b3c=judged_b3["corrected"].verdict, frac=f"{app / tot:.0%}" if tot else "n/a",
           b1=judged_b1.verdict, b5=judged_b5.verdict,
-          b5_words=("collapses the calibration share" if sampled_share < fixed_share else
-                    "does not collapse the calibration share"),
-          law_words=("at least partly a property of how the readout was trained" if sampled_share < fixed_share
-                     else "not explained by readout training here"))
+          writes=("Most of the gap is" if tot and app / tot > 0.5 else "Part of the gap is" if tot and app / tot > 0
+                  else "None of the gap is"),
+          b5_words={"reproduced": "collapses the calibration share",
+                    "not reproduced": "does not collapse the calibration share"}.get(
+              judged_b5.verdict, "lowers the calibration share by an amount its CIs do not settle"
+              if sampled_share < fixed_share else "does not lower the calibration share"),
+          law_words={"reproduced": "at least partly a property of how the readout was trained"}.get(
+              judged_b5.verdict, "not shown here to be a property of readout training"))

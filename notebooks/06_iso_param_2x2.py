@@ -120,7 +120,9 @@ gap_signs.round(4)
 gc = alt.Chart(gaps).mark_point(filled=True).encode(x=alt.X("value:Q", title="gap (nats); < 0: first is better"),
                                                      y=alt.Y("seed:N"), color="metric:N")
 ge = alt.Chart(gaps).mark_rule().encode(x="lo:Q", x2="hi:Q", y="seed:N", color="metric:N")
-zero = alt.Chart(pd.DataFrame({"x": [0]})).mark_rule(color="gray").encode(x="x:Q")
+zero = (alt.Chart(pd.DataFrame({"x": [0]})).mark_rule(color="gray").encode(x="x:Q")
+        + alt.Chart(pd.DataFrame({"x": [0], "t": ["0: no difference"]})).mark_text(
+            align="left", dx=3, dy=-4, color="gray", fontSize=9).encode(x="x:Q", y=alt.value(6), text="t:N"))
 rep.chart((ge + gc + zero).properties(width=260, height=90).facet(facet="gap:N", columns=2), "gaps")
 
 # %% [markdown]

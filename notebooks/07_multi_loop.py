@@ -87,7 +87,9 @@ pd.DataFrame(reported("bench.v10.real") + reported("bench.v12.real") + reported(
 gc = alt.Chart(gaps).mark_point(filled=True).encode(x=alt.X("value:Q", title="real-token gap (nats)"),
                                                      y=alt.Y("gap:N", title=None), color="seed:N")
 ge = alt.Chart(gaps).mark_rule().encode(x="lo:Q", x2="hi:Q", y="gap:N", color="seed:N")
-zero = alt.Chart(pd.DataFrame({"x": [0]})).mark_rule(color="gray").encode(x="x:Q")
+zero = (alt.Chart(pd.DataFrame({"x": [0]})).mark_rule(color="gray").encode(x="x:Q")
+        + alt.Chart(pd.DataFrame({"x": [0], "t": ["0: no difference"]})).mark_text(
+            align="left", dx=3, dy=-4, color="gray", fontSize=9).encode(x="x:Q", y=alt.value(6), text="t:N"))
 rep.chart((ge + gc + zero).properties(width=380, height=160), "gaps")
 
 # %% [markdown]

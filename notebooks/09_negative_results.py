@@ -90,7 +90,9 @@ base = alt.Chart(traj).encode(x=alt.X("iteration:Q", title="loop iteration i"), 
 c1 = base.mark_line().encode(y=alt.Y("relative residual:Q", scale=alt.Scale(type="log"),
                                      title="‖z_i − z_{i−1}‖ / ‖z_0‖"))
 c2 = base.mark_line().encode(y=alt.Y("state norm / input norm:Q", title="‖z_i‖ / ‖z_0‖"))
-rule = alt.Chart(pd.DataFrame({"K": [K]})).mark_rule(strokeDash=[4, 4], color="gray").encode(x="K:Q")
+rule = (alt.Chart(pd.DataFrame({"K": [K]})).mark_rule(strokeDash=[4, 4], color="gray").encode(x="K:Q")
+        + alt.Chart(pd.DataFrame({"K": [K], "t": [f"trained K = {K}"]})).mark_text(
+            align="left", dx=3, dy=-4, color="gray", fontSize=9).encode(x="K:Q", y=alt.value(6), text="t:N"))
 rep.chart(alt.vconcat(*[
     alt.hconcat((c1.transform_filter(alt.datum.size == s) + rule).properties(width=240, height=180, title=s),
                 (c2.transform_filter(alt.datum.size == s) + rule).properties(width=240, height=180))
@@ -129,9 +131,11 @@ pc = alt.Chart(probe).mark_point(filled=True, size=60).encode(
     x=alt.X("r:Q", title="Pearson r (residual vs NLL)"), y=alt.Y("probe:N", title=None), color="block:N",
     shape="size:N")
 bars = alt.Chart(probe).mark_rule().encode(x="lo:Q", x2="hi:Q", y="probe:N", color="block:N")
-ref = alt.Chart(pd.DataFrame({"r": [reported_value("v3.probe_r"), reported_value("v5.probe_r")],
-                              "reported": ["7M (reported)", "23M (reported)"]})).mark_rule(
-    strokeDash=[4, 4]).encode(x="r:Q", tooltip="reported:N")
+refs = pd.DataFrame({"r": [reported_value("v3.probe_r"), reported_value("v5.probe_r")],
+                     "reported": ["7M (reported)", "23M (reported)"], "dy": [-4, 8]})
+ref = (alt.Chart(refs).mark_rule(strokeDash=[4, 4]).encode(x="r:Q", tooltip="reported:N")
+       + alt.Chart(refs).mark_text(align="left", dx=3, fontSize=9, color="gray").encode(
+           x="r:Q", y=alt.value(6), yOffset="dy:Q", text="reported:N"))
 rep.chart((bars + pc + ref).properties(width=420, height=160), "probe_correlation")
 
 # %% [markdown]

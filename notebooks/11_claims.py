@@ -16,6 +16,7 @@ paper_dir = None  # default: paper/<scale>/
 # %%
 import altair as alt
 import pandas as pd
+from IPython.display import HTML
 
 from tiedlm_lib.atomic import atomic_write_text
 from tiedlm_lib.claims import CLAIMS, REPORTED, probe_finding, read_ledger, seed_points
@@ -162,10 +163,11 @@ def relative(ev):
 
 comparison = pd.DataFrame([{"id": e["id"], "protocol": e["protocol"], "reported": REPORTED.get(e["id"], ""),
                             "verdict": e["verdict"], "ours / paper's (relative size)": relative(e["evidence"]),
-                            "section": f"[{e['notebook']}]({e['notebook']}.html)"}
-                           for e in entries if e["id"][0] in "AB"])
+                            "section": e["notebook"]} for e in entries if e["id"][0] in "AB"])
 rep.table(comparison, "reported_vs_reproduced")
-comparison
+linked = comparison.assign(section=[f"<a href='{nb}.html{'' if nb == '11_claims' else '#The-claims'}'>{nb}</a>"
+                                    for nb in comparison.section])
+HTML(linked.to_html(escape=False, index=False, na_rep="—", float_format=lambda v: f"{v:.2f}"))
 
 # %% [markdown]
 # ## Which claims survive the corrected protocol?

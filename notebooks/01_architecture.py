@@ -156,3 +156,28 @@ norms[norms.iteration == S.K].pivot_table(index=["block form", "when"], columns=
 # No claim of docs/claims.md belongs to §2; the parameter counts above are checked by an assertion (and by the test
 # suite). The block form's consequences are judged where they matter: depth scaling (section 03, Q3) and the fixed
 # point that cannot exist (section 09, A18).
+
+# %% [markdown]
+# ## Results and what they mean
+#
+# Every number is read from this section's tables (`rep.fact`).
+
+# %%
+rep.fact("n_models", "parameters", "params", agg="count")
+rep.fact("embed_share", "parameters", "embeddings + head share")
+norm_paper = rep.fact("norm_paper", "state_norms", "norm ratio", {"block form": "paper", "when": "trained",
+                                                                  "iteration": S.K})
+norm_res = rep.fact("norm_res", "state_norms", "norm ratio", {"block form": "residual", "when": "trained",
+                                                              "iteration": S.K})
+rep.prose("Results", "All {n_models} of the paper's models have exactly the parameter counts of the original code; "
+          "embeddings and the head hold {embed_share:.0%} of the parameters on average. After training, the state "
+          "entering the layers after the loop has {norm_paper:.2f} times its input's norm at k = {K} in the paper's "
+          "block form and {norm_res:.2f} times in the residual form (mean over {n} seed{s}).",
+          K=str(S.K), n=str(len(seeds)), s="s" if len(seeds) > 1 else "")
+
+# %%
+rep.prose("What this means", "The paper's block re-adds a normalised copy of the state every step, so its state norm "
+          "{grows} with the loop depth {compare}: what the layers after the loop read changes in scale as well as in "
+          "content with k, which sections 03 (depth scaling) and 10 (readout probes) take into account.",
+          grows="grows" if norm_paper > 1 else "does not grow",
+          compare="faster than the residual form's" if norm_paper > norm_res else "no faster than the residual form's")

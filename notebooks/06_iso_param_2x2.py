@@ -187,10 +187,13 @@ rep.prose("What this means", "Against the vanilla model with the same parameters
           "{reading}. Phantom training {a10_words} (A10 {a10}). Seeds: {q4_words} (Q4 {q4}).",
           a13=a13.verdict, a14=a14.verdict, a10=a10.verdict, q4=q4.verdict,
           a13_words={"reproduced": "better", "not reproduced": "worse"}.get(a13.verdict, "not separable from it"),
-          cm_words="better" if tvc < 0 else "not better",
-          reading=("the advantage survives matching compute, so it is not only extra layer applications" if tvc < 0
-                   else "what tying buys over the iso-parameter model is compute, which distinct layers buy as well"
-                   if tv < 0 else "tying shows no advantage here at either match"),
+          cm_words={"below 0": "better in every seed", "above 0": "worse in every seed"}.get(
+              q4.outcomes["tied - compute-matched vanilla"], "not separable from it"),
+          reading=("the advantage survives matching compute, so it is not only extra layer applications"
+                   if a13.verdict == "reproduced" and q4.outcomes["tied - compute-matched vanilla"] == "below 0" else
+                   "what tying buys over the iso-parameter model is compute, which distinct layers buy as well"
+                   if a13.verdict == "reproduced" else "with no settled advantage over the iso-parameter model, "
+                   "there is nothing for matching compute to explain"),
           a10_words={"reproduced": "underfits", "not reproduced": "does not underfit"}.get(a10.verdict,
                                                                                           "is not separable"),
           q4_words={"yes": "the tied − vanilla gap has one sign in every seed",

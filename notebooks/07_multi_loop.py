@@ -179,15 +179,16 @@ rep.prose("Results", "Real-token suffix NLL relative to fewer loops (mean over {
           "The lowest mean NLL is the {best}.", n=str(len(seeds)), s="s" if len(seeds) > 1 else "", best=best)
 
 # %%
-rep.prose("What this means", "Loop diversity {a15_words} (A15 {a15}); the four-loop model's regression is {confound} "
+rep.prose("What this means", "Loop diversity {a15_words} (A15 {a15}); {confound} "
           "Per-loop step sizes: {a16_words} (A16 {a16}). After SFT the three-loop model is {a17_words} (A17 {a17}). "
           "Seeds: {q4_words} (Q4 {q4}).", a15=a15.verdict, a16=a16.verdict, a17=a17.verdict, q4=q4.verdict,
           a15_words={"reproduced": "helps up to three loops and then regresses",
                      "not reproduced": "does not follow the paper's up-then-down pattern"}.get(
               a15.verdict, "does not separate the layouts beyond noise"),
-          confound=("largely the missing closing layer, which the paper names as a confound."
-                    if g["4 loops + closing - 4 loops"] < 0 and g["4 loops - 3 loops"] > 0 else
-                    "not explained by the missing closing layer here."),
+          confound=("four loops are worse than three by {:+.3f} and restoring the closing layer recovers {:+.3f} of "
+                    "it, the confound the paper names.".format(g["4 loops - 3 loops"],
+                                                               -g["4 loops + closing - 4 loops"])
+                    if g["4 loops - 3 loops"] > 0 else "four loops are not worse than three here on average."),
           a16_words={"reproduced": "the last loop has the largest α in every seed and layout",
                      "not reproduced": "the last loop never has the largest α"}.get(a16.verdict,
                                                                                     "the pattern varies"),

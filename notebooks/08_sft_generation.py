@@ -246,7 +246,8 @@ rep.prose("Results", "On the held-out suffix benchmark's real targets (mean over
 rep.prose("What this means", "SFT {cost_words} on the pre-training benchmark (A12 {a12p}; response-only {a12c}): "
           "{attribution} Pre-trained models {pad_words} (A20 {a20}); whether they also generate *better* needs a "
           "measure of quality that this corpus and scale do not give, so that half is left open.",
-          cost_words="costs real-token NLL" if c_paper > 0 else "does not cost real-token NLL",
+          cost_words={"reproduced": "costs real-token NLL", "not reproduced": "does not cost real-token NLL"}.get(
+              a12[0].verdict, "has no settled real-token cost"),
           a12p=a12[0].verdict, a12c=a12[1].verdict,
           attribution=a12[1].evidence["implication"],
           pad_words={"not reproduced": "do not behave as the paper says on pad"}.get(

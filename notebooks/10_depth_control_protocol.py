@@ -454,15 +454,16 @@ rep.prose("Results", "On the single-depth models (mean over both sizes and {n} s
           n=str(len(seeds)), s="s" if len(seeds) > 1 else "", low=low, high=high, steps=str(steps))
 
 # %%
-rep.prose("What this means", "Whether paper A's depth gap is 'computation' depends on the readout probe it is judged "
-          "with: {q1_words} (Q1 {q1} by {high}; paper B's probe alone answers {paper_answer}). Paper B's conclusion "
-          "that little of a recurrent model's gap is correctable at the readout is {b3} with its own probe and {b3c} "
-          "with {high}. {writes} the count of writes into the stream rather than new computation: frozen(1) "
-          "closes {frac} of it on the small model (an extension, B1 {b1}). Training with sampled depths {b5_words} "
-          "(B5 {b5}), so the trade-off law of section 04 is {law_words}.",
+rep.prose("What this means", "{depends}: {q1_words} (Q1 {q1} by {high}; paper B's probe alone answers "
+          "{paper_answer}). Paper B's conclusion that little of a recurrent model's gap is correctable at the readout "
+          "is {b3} with its own probe and {b3c} with {high}. {writes} the count of writes into the stream rather than "
+          "new computation: frozen(1) closes {frac} of it on the small model (an extension, B1 {b1}). Training with "
+          "sampled depths {b5_words} (B5 {b5}), so the trade-off law of section 04 is {law_words}.",
           q1_words={"yes": "with the most capable probe at least a fifth of the gap is readout",
                     "no": "even the most capable probe recovers less than a fifth",
                     "inconclusive": "the CIs do not settle whether a fifth of it is readout"}[q1.verdict],
+          depends=("Whether paper A's depth gap is 'computation' depends on the readout probe it is judged with"
+                   if len(set(q1.outcomes.values())) > 1 else "Every readout probe gives the same answer"),
           q1=q1.verdict, high=high, paper_answer=q1.outcomes.get("head/diagonal", "nothing"),
           b3=judged_b3["paper"].verdict, b3c=judged_b3["corrected"].verdict, frac=f"{app / tot:.0%}" if tot else "n/a",
           b1=judged_b1.verdict, b5=judged_b5.verdict,

@@ -154,6 +154,8 @@ def test_a11():
     check(V.a11(seeds(agree, agree), "paper", "draws"), "not reproduced")
     assert "seeds disagree" in check(V.a11(seeds(ok, agree), "paper", "draws"), "inconclusive").basis
     check(V.a11(seeds({**ok, "pad_share": 0.3}), "paper", "draws"), "inconclusive")
+    check(V.a11(seeds({**ok, "sft_minus_pt_real": NOISE}), "paper", "draws"), "inconclusive")  # no evidence
+    check(V.a11(seeds({**ok, "sft_minus_pt_real": DOWN}), "paper", "draws"), "not reproduced")  # same sign
 
 
 def test_a12_states_what_the_corrected_row_implies():
@@ -161,12 +163,17 @@ def test_a12_states_what_the_corrected_row_implies():
     paper, corr = V.a12(seeds(UP, UP), seeds(UP, UP), pt, 0.16)
     check(paper, "reproduced", "A12") and check(corr, "reproduced")
     assert "survives" in corr.evidence["implication"] and paper.protocol == "paper" and corr.protocol == "corrected"
+    _, corr = V.a12(seeds(UP, UP), seeds(DOWN, DOWN), pt, 0.16)
+    check(corr, "not reproduced")
+    assert "attributable to training on pad targets" in corr.criterion
     _, corr = V.a12(seeds(UP, UP), seeds(NOISE, DOWN), pt, 0.16)
     check(corr, "inconclusive")
-    assert "attributable to training on pad targets" in corr.criterion
+    assert "does not settle it" in corr.criterion
     paper, corr = V.a12(seeds(DOWN, DOWN), seeds(DOWN, DOWN), pt, 0.16)
     check(paper, "not reproduced") and check(corr, "not reproduced")
     assert "no cost to attribute" in corr.criterion
+    _, corr = V.a12(seeds(NOISE), seeds(UP), {0: 3.0}, 0.16)
+    assert "not a pad-target effect" in corr.criterion
 
 
 def test_a13_a14_a17_q4():
@@ -215,6 +222,7 @@ def test_q6_compares_seen_and_unseen_within_a_draw():
     check(V.q6({"m": seeds(UP, UP), "n": seeds(NOISE)}, 1.0), "yes", "Q6")
     check(V.q6({"m": seeds(NOISE, NOISE), "n": seeds(DOWN)}, 1.0), "no")
     check(V.q6({"m": seeds(UP, DOWN)}, 1.0), "inconclusive")
+    assert V.q6({}, 1.0).verdict == "inconclusive"  # nothing compared is not a "no"
 
 
 # --- section 10 ----------------------------------------------------------------------------------------------------

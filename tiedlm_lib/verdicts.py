@@ -201,12 +201,12 @@ def a3(nll_by_k: Mapping[int, Mapping[int, float]], vocab_size: int, K: int, met
 def q5(last_minus_paper: PerSeed, paper_long_gap: PerSeed) -> Judgement:
     """Is the long-horizon penalty specific to the paper's loop-input phantom? yes: the paper phantom underfits
     (gap above 0 in every seed) and phantom-last is better than it (CI below 0 in every seed); no: phantom-last is
-    not better in every seed (CI above 0) or the paper phantom does not underfit in any seed."""
+    worse in every seed (CI above 0) or the paper phantom is better than full backprop in every seed."""
     underfits, better = sign(list(paper_long_gap.values())), sign(list(last_minus_paper.values()))
     a = answer(underfits == "above 0" and better == "below 0", better == "above 0" or underfits == "below 0")
     return Judgement("Q5", a, "yes if phantom-last's long-run NLL is below the paper phantom's (CI below 0 in every "
                      "seed) while the paper phantom underfits full backprop (CI above 0 in every seed); no if "
-                     "phantom-last is worse in every seed or the paper phantom does not underfit",
+                     "phantom-last is worse in every seed or the paper phantom beats full backprop in every seed",
                      {"phantom_last_minus_phantom": seed_evidence(last_minus_paper),
                       "phantom_minus_full": seed_evidence(paper_long_gap)}, "corrected",
                      _basis("per-seed 95% CIs", {"q5": last_minus_paper}, {"last - paper": better,
@@ -360,13 +360,15 @@ def a8(diffs: Mapping[str, PerSeed], single_gaps: Mapping[str, float]) -> Judgem
 def a11(per_seed: Mapping[int, Mapping[str, Any]], protocol: str, where: str) -> Judgement:
     """Padding dominates and rankings reverse, per seed: pads carry > 50% of every pad-ignoring pre-trained model's
     with-pad NLL, Kendall τ(with pad, real) < 0.5, and SFT − PT flips sign between the metrics with both CIs
-    excluding 0. Not reproduced in a seed if τ ≥ 0.5 or the pair does not flip; seeds that split disagree."""
+    excluding 0. Not reproduced in a seed if τ ≥ 0.5 or both differences exclude 0 with the same sign (a CI that
+    straddles 0 is no evidence either way); seeds that split disagree."""
     res = {}
     for s, d in per_seed.items():
         wp, rl = d["sft_minus_pt_with_pad"], d["sft_minus_pt_real"]
         flip = (wp.hi < 0 < rl.lo) or (rl.hi < 0 < wp.lo)
+        same = (wp.lo > 0 and rl.lo > 0) or (wp.hi < 0 and rl.hi < 0)  # both significant, the same sign: no flip
         res[s] = ("holds" if d["pad_share"] > 0.5 and d["tau"] < 0.5 and flip
-                  else "contradicted" if d["tau"] >= 0.5 or not flip else "neither")
+                  else "contradicted" if d["tau"] >= 0.5 or same else "neither")
     outs = set(res.values())
     v = verdict(outs == {"holds"}, outs == {"contradicted"})
     split = "holds" in outs and "contradicted" in outs
@@ -386,12 +388,13 @@ def q6(unseen_minus_seen: Mapping[str, PerSeed], ranking_tau: float) -> Judgemen
     above 0 in any... every model's outcome is within noise or below 0; seeds that disagree are inconclusive."""
     outcomes = {u: sign(list(ps.values())) for u, ps in unseen_minus_seen.items()}
     a = answer(any(o == "above 0" for o in outcomes.values()),
-               all(o in ("within noise", "below 0") for o in outcomes.values()))
+               bool(outcomes) and all(o in ("within noise", "below 0") for o in outcomes.values()))
     return Judgement("Q6", a, "within the train-overlap draw, real-token NLL of the sequences a model did not see in "
                      "training minus those it saw: yes if above 0 (CI) in every seed for some model; no if within "
                      "noise or below 0 for every model", {u: seed_evidence(ps) for u, ps in unseen_minus_seen.items()}
                      | {"kendall tau of real-token rankings, train-overlap vs held-out": ranking_tau}, "both",
-                     _basis("per-seed 95% CIs", unseen_minus_seen, outcomes), outcomes)
+                     _basis("per-seed 95% CIs", unseen_minus_seen, outcomes) if outcomes else
+                     "no model saw only part of the draw: nothing to compare", outcomes)
 
 
 def a12(paper_costs: PerSeed, masked_costs: PerSeed, pt_nll: Mapping[int, float], reported_rel: float
@@ -407,11 +410,17 @@ def a12(paper_costs: PerSeed, masked_costs: PerSeed, pt_nll: Mapping[int, float]
     if signs["paper"] == "above 0" and signs["corrected"] == "above 0":
         implication = ("SFT costs real-token NLL without pad targets too: the paper's attribution of the cost to SFT "
                        "itself survives the correction.")
-    elif signs["paper"] == "above 0":
-        implication = ("Without pad targets SFT does not cost real-token NLL here: the paper's cost is attributable to "
+    elif signs["paper"] == "above 0" and signs["corrected"] == "below 0":
+        implication = ("Without pad targets SFT lowers real-token NLL here: the paper's cost is attributable to "
                        "training on pad targets, not to SFT as such.")
+    elif signs["paper"] == "above 0":
+        implication = ("Without pad targets SFT's cost is within noise here: the paper's cost may come from training "
+                       "on pad targets rather than from SFT as such, but this does not settle it.")
+    elif signs["corrected"] == "above 0":
+        implication = ("Response-only SFT costs real-token NLL while the paper's SFT does not measurably: the cost is "
+                       "not a pad-target effect here.")
     else:
-        implication = "The paper's SFT cost does not reproduce, so there is no cost to attribute."
+        implication = "Neither SFT measurably costs real-token NLL here, so there is no cost to attribute."
     for protocol, name, costs in rows:
         j = sign_claim("A12", {name: costs}, "above 0", "", protocol)
         rel = sum(e.point / pt_nll[s] for s, e in costs.items()) / len(costs)

@@ -168,9 +168,14 @@ def clear_notebook(paper_dir: str | Path, notebook: str) -> int:
         return len(led["claims"]) - len(kept)
 
 
+def seed_cis(block: dict[str, Any]) -> dict[str, list[float]]:
+    """The per-seed entries of an evidence block: {"s0": [point, lo, hi], ...}."""
+    return {k: v for k, v in block.items() if k[:1] == "s" and k[1:].isdigit() and isinstance(v, list)}
+
+
 def seed_points(block: dict[str, Any]) -> list[float]:
-    """The per-seed point estimates of an evidence block ({"s0": [point, lo, hi], ...})."""
-    return [v[0] for k, v in block.items() if k[:1] == "s" and k[1:].isdigit() and isinstance(v, list)]
+    """The per-seed point estimates of an evidence block."""
+    return [v[0] for v in seed_cis(block).values()]
 
 
 def probe_finding(ledger: dict[str, Any]) -> str | None:

@@ -135,23 +135,25 @@ def _single_threaded_kernels():
                 os.environ[k] = v
 
 
-def executed_parameters(path: str | Path) -> dict:
-    """The parameters an executed notebook ran with: its ``parameters`` cell, then papermill's injected ones (literal
-    assignments only)."""
-    nb = json.loads(Path(path).read_text())
+def _cell_parameters(cells, tags: tuple[str, ...]) -> dict:
+    """The literal assignments of the cells tagged with ``tags``, in that order of tags (later ones win)."""
     out: dict = {}
-    for tag in ("parameters", "injected-parameters"):
-        for cell in nb["cells"]:
+    for tag in tags:
+        for cell in cells:
             if tag not in cell.get("metadata", {}).get("tags", []):
                 continue
             src = "".join(cell["source"]) if isinstance(cell["source"], list) else cell["source"]
             for node in ast.parse(src).body:
                 if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
-                    try:
+                    with contextlib.suppress(ValueError):  # not a literal (e.g. a path built from others)
                         out[node.targets[0].id] = ast.literal_eval(node.value)
-                    except ValueError:
-                        pass  # not a literal (e.g. a path built from others)
     return out
+
+
+def executed_parameters(path: str | Path) -> dict:
+    """The parameters an executed notebook ran with: its ``parameters`` cell, then papermill's injected ones (literal
+    assignments only)."""
+    return _cell_parameters(json.loads(Path(path).read_text())["cells"], ("parameters", "injected-parameters"))
 
 
 def _record_timing(path: Path, timing: dict) -> None:
@@ -257,18 +259,6 @@ def prepare_for_reading(nb, executed_with: dict) -> None:
     nb.cells = cells
 
 
-def _injected(nb) -> dict:
-    for c in nb.cells:
-        if "injected-parameters" in c.get("metadata", {}).get("tags", []):
-            out = {}
-            for node in ast.parse(c.source).body:
-                if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
-                    with contextlib.suppress(ValueError):
-                        out[node.targets[0].id] = ast.literal_eval(node.value)
-            return out
-    return {}
-
-
 def render_html(scale: str, root: Path | None = None) -> Path:
     """paper/<scale>/html/: one page per executed notebook and index.html. Returns the index path."""
     import nbformat
@@ -287,7 +277,7 @@ def render_html(scale: str, root: Path | None = None) -> Path:
     sections = [(p.stem, _title(nb)) for p, nb in books]
     anchored = set()
     for i, (p, nb) in enumerate(books):
-        prepare_for_reading(nb, _injected(nb))
+        prepare_for_reading(nb, _cell_parameters(nb.cells, ("injected-parameters",)))
         body, _ = exporter.from_notebook_node(nb)
         nav = _nav(sections, i)
         body = body.replace("</head>", SECTION_STYLE + "</head>", 1)

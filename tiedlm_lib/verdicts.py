@@ -20,7 +20,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from .claims import answer, verdict
+from .claims import answer, seed_cis, verdict
 from .criteria import MARGIN_GAP_FRACTION, MARGIN_NATS, equivalence, margin_for, noninferiority, sign, spread
 from .stats import Estimate
 
@@ -48,8 +48,7 @@ def spread_lines(evidence: dict[str, Any], prefix: str = "") -> list[str]:
         if not isinstance(block, dict):
             continue
         if "between seeds" in block:
-            cis = ", ".join(f"{k} {v[0]:+.3f} [{v[1]:+.3f}, {v[2]:+.3f}]" for k, v in block.items()
-                            if k[:1] == "s" and k[1:].isdigit())
+            cis = ", ".join(f"{k} {v[0]:+.3f} [{v[1]:+.3f}, {v[2]:+.3f}]" for k, v in seed_cis(block).items())
             b = block["between seeds"]
             wide = "; the points spread wider than a per-seed CI" if b["points spread wider than a per-seed CI"] else ""
             out.append(f"  {prefix}{key}: {cis} | between seeds mean {b['mean']:+.3f}, sd {b['sd']:.3f}, t95 "
@@ -68,7 +67,7 @@ def forest_rows(evidence: dict[str, Any], threshold: float = 0.0, path: str = ""
     for key, block in evidence.items():
         if not isinstance(block, dict):
             continue
-        seeds = {k: v for k, v in block.items() if k[:1] == "s" and k[1:].isdigit() and isinstance(v, list)}
+        seeds = seed_cis(block)
         if seeds:
             b = block.get("between seeds")
             point, lo, hi = (b["mean"], *b["t95 of the mean"]) if b else next(iter(seeds.values()))
@@ -108,6 +107,15 @@ def _basis(rule: str, units: Mapping[str, Any], outcomes: Mapping[str, str]) -> 
     split = [u for u, o in outcomes.items() if o == "seeds disagree"]
     tail = f"; seeds disagree on {', '.join(split)}" if split else ""
     return f"{rule}, {_seeds(n)}{tail}"
+
+
+def tally(per_seed: Mapping[int, str], rule: str) -> tuple[str, str]:
+    """Per-seed outcomes "holds" / "contradicted" / "neither" as a verdict (reproduced only if every seed holds, not
+    reproduced only if every seed contradicts) and its basis, naming seeds that split both ways."""
+    outs = set(per_seed.values())
+    split = "holds" in outs and "contradicted" in outs
+    return (verdict(outs == {"holds"}, outs == {"contradicted"}),
+            f"{rule}, {_seeds(len(per_seed))}" + ("; seeds disagree" if split else ""))
 
 
 def sign_claim(claim: str, units: Mapping[str, PerSeed], want: str, criterion: str,
@@ -187,15 +195,13 @@ def a3(nll_by_k: Mapping[int, Mapping[int, float]], vocab_size: int, K: int, met
         near = all(v >= ln_v - A3_NATS for v in shallow) and d[K] < ln_v - A3_NATS
         far = d[max(k for k in d if k <= K // 2)] < ln_v - A3_NATS
         per_seed[s] = "holds" if near else "contradicted" if far else "neither"
-    outcomes = set(per_seed.values())
-    v = verdict(outcomes == {"holds"}, outcomes == {"contradicted"})
-    split = "holds" in outcomes and "contradicted" in outcomes
+    v, basis = tally(per_seed, "per-seed point NLLs")
     return Judgement("A3", v, f"on the long phantom run, NLL({metric}) at every k <= K/2 is within {A3_NATS:g} nat of "
                      f"ln V = {ln_v:.3f} and NLL(K) is not, in every seed; not reproduced if NLL(K/2) < ln V - "
                      f"{A3_NATS:g} in every seed",
                      {"ln V": ln_v, **{f"s{s}": dict(d) for s, d in nll_by_k.items()}, "per seed": per_seed}, protocol,
-                     f"per-seed point NLLs, {_seeds(len(nll_by_k))}" + ("; seeds disagree" if split else ""),
-                     {"long phantom run": "seeds disagree" if split else ", ".join(sorted(outcomes))})
+                     basis, {"long phantom run": "seeds disagree" if "seeds disagree" in basis
+                                     else ", ".join(sorted(set(per_seed.values())))})
 
 
 def q5(last_minus_paper: PerSeed, paper_long_gap: PerSeed) -> Judgement:
@@ -369,16 +375,13 @@ def a11(per_seed: Mapping[int, Mapping[str, Any]], protocol: str, where: str) ->
         same = (wp.lo > 0 and rl.lo > 0) or (wp.hi < 0 and rl.hi < 0)  # both significant, the same sign: no flip
         res[s] = ("holds" if d["pad_share"] > 0.5 and d["tau"] < 0.5 and flip
                   else "contradicted" if d["tau"] >= 0.5 or same else "neither")
-    outs = set(res.values())
-    v = verdict(outs == {"holds"}, outs == {"contradicted"})
-    split = "holds" in outs and "contradicted" in outs
+    v, basis = tally(res, "per-seed CIs and rankings")
     ev = {f"s{s}": {"pad_share_of_with_pad_nll": d["pad_share"], "pad_fraction": d.get("pad_fraction"),
                     "kendall_tau": d["tau"], "sft_minus_pt_with_pad": ci(d["sft_minus_pt_with_pad"]),
                     "sft_minus_pt_real": ci(d["sft_minus_pt_real"]), "outcome": res[s]} for s, d in per_seed.items()}
     return Judgement("A11", v, f"{where}: pad targets carry > 50% of every pad-ignoring PT model's with-pad NLL, "
                      "Kendall tau(with pad, real) < 0.5, and SFT - PT flips sign between the metrics with both CIs "
-                     "excluding 0, in every seed", ev, protocol,
-                     f"per-seed CIs and rankings, {_seeds(len(per_seed))}" + ("; seeds disagree" if split else ""))
+                     "excluding 0, in every seed", ev, protocol, basis)
 
 
 def q6(unseen_minus_seen: Mapping[str, PerSeed], ranking_tau: float) -> Judgement:
@@ -661,14 +664,12 @@ def b5(fixed: PerSeed, sampled: PerSeed, t_fixed: Mapping[int, float], t_sampled
     share CI lies above the fixed arm's in every seed."""
     per = {s: ("holds" if sampled[s].hi < fixed[s].lo and abs(t_sampled[s] - 1) < abs(t_fixed[s] - 1)
                else "contradicted" if sampled[s].lo > fixed[s].hi else "neither") for s in fixed}
-    outs = set(per.values())
-    split = "holds" in outs and "contradicted" in outs
-    return Judgement("B5", verdict(outs == {"holds"}, outs == {"contradicted"}),
+    v, basis = tally(per, "per-seed 95% CIs")
+    return Judgement("B5", v,
                      "sampled arm: head/diagonal calibration share below the fixed arm's (CIs disjoint) and T at k=1 "
                      "closer to 1, in every seed",
                      {f"s{s}": {"fixed": ci(fixed[s]), "sampled": ci(sampled[s]), "T_k1 fixed": t_fixed[s],
-                                "T_k1 sampled": t_sampled[s], "outcome": per[s]} for s in fixed}, "corrected",
-                     f"per-seed 95% CIs, {_seeds(len(fixed))}" + ("; seeds disagree" if split else ""))
+                                "T_k1 sampled": t_sampled[s], "outcome": per[s]} for s in fixed}, "corrected", basis)
 
 
 def b6(terms: Mapping[str, Mapping[str, PerSeed]]) -> Judgement:

@@ -48,8 +48,7 @@ paper_dir = None  # default: paper/<scale>/
 n_boot = 5000  # paired document-bootstrap replicates (paper B: 5000)
 n_cal = 100  # calibration documents (held-out, disjoint from the evaluation documents)
 n_eval = 300  # evaluation documents
-max_cal_tokens = 8000  # calibration tokens per schedule-condition fit (seeded subsample)
-n_refit = 2  # probe refits on resampled calibration documents: the share's CI includes the fit's own uncertainty
+n_refit = 3  # probe refits on resampled calibration documents: the share's CI includes the fit's own uncertainty
 probe_boot = 1000  # evaluation resamples for a probe's share
 probe_iters = 40  # L-BFGS iterations per probe fit (paper B: 20; 60 moved no share of v3 by more than 0.011)
 probe_lams = [1e-3, 1e-2, 1e-1]  # the starting λ grid; widened, then its limits (0, ∞), while the best is at an edge
@@ -66,8 +65,8 @@ import pandas as pd
 from tiedlm_lib import get_run, verdicts
 from tiedlm_lib.analysis import cached_corpus, depth_grid
 from tiedlm_lib.data import PAD_ID, eval_batches
-from tiedlm_lib.dcp import decompose, evaluate_schedules, readout_share, split_documents
-from tiedlm_lib.experiments import continuation, get_scale
+from tiedlm_lib.dcp import decompose, evaluate_schedules, split_documents
+from tiedlm_lib.experiments import get_scale, intervention_arm
 from tiedlm_lib.lens import ProbeSpec, all_probes, collect_states, data_curve, share_by_probe
 from tiedlm_lib.report import Report
 from tiedlm_lib.reported import reported
@@ -81,6 +80,7 @@ K = S.K
 steps = intervention_steps or max(2, S.short_steps // 4)
 warmup = min(intervention_warmup, steps // 4)
 PROBE_FIT = {"lams": probe_lams, "iters": probe_iters}
+PAPER_B = ("head/temperature", "head/diagonal")  # paper B's probes: a temperature and a per-feature affine map
 print(f"scale {scale}: K = {K}, seeds {seeds}, {n_cal} calibration + {n_eval} evaluation documents, {n_boot} "
       f"replicates; probes: {n_refit} refits, {probe_iters} L-BFGS iterations; intervention {steps} steps "
       f"(warm-up {warmup})")
@@ -105,8 +105,10 @@ pd.DataFrame([{"model": m, "run": r.config.name, "seed": s, "layout": r.config.m
 # %% [markdown]
 # ## Conditions
 #
-# Each (schedule, k): raw NLL on the evaluation documents, and NLL after each recalibration fitted on the calibration
-# documents. Depths: powers of two up to N for the loops; every k for the five-layer dense model. Real targets only.
+# Each (schedule, k): raw NLL on the evaluation documents, and NLL after paper B's two probes — head/temperature and
+# head/diagonal (`tiedlm_lib.lens`: no temperature inside the map, λ chosen on whole calibration documents) — fitted
+# per condition on the calibration documents. Depths: powers of two up to N for the loops; every k for the
+# five-layer dense model. Real targets only.
 
 # %%
 def ks_for(N):
@@ -144,22 +146,22 @@ results, rows = {}, []
 for (label, seed), r in runs.items():
     N = budget(r.config.model.layout)
     cal_b, ev_b = doc_sets(r.config, seed)
-    res = evaluate_schedules(r.model, cal_b, ev_b, schedules_for(r.config.model.layout), ks_for(N),
-                             max_tokens=max_cal_tokens, seed=seed)
+    res = evaluate_schedules(r.model, cal_b, ev_b, schedules_for(r.config.model.layout), ks_for(N), PAPER_B,
+                             seed=seed, **PROBE_FIT)
     results[label, seed] = res
     for (sched, k), c in res.items():
         rows.append({"model": label, "seed": seed, "N": N, "schedule": sched, "k": k, "raw": c.raw.masked,
-                     "temperature": c.calibrated["temperature"].masked, "affine": c.calibrated["affine"].masked,
-                     "T": c.fits["temperature"].temperature, "affine λ": c.fits["affine"].lam})
+                     **{p: c.calibrated[p].masked for p in PAPER_B}, "T": c.fits["head/temperature"].temperature,
+                     "λ head/diagonal": c.fits["head/diagonal"].lam})
 cond = rep.table(pd.DataFrame(rows), "conditions")
 cond[cond.schedule == "prefix"].pivot_table(index=["model", "seed"], columns="k", values="raw").round(3)
 
 # %% [markdown]
-# Raw (solid) and affine-recalibrated (dashed) NLL per schedule. If the readout were the whole story, the dashed
+# Raw (solid) and head/diagonal-recalibrated (dashed) NLL per schedule. If the readout were the whole story, the dashed
 # prefix curve would be flat; if the number of writes were, frozen would sit on the full-depth value.
 
 # %%
-long = cond.melt(id_vars=["model", "seed", "schedule", "k"], value_vars=["raw", "affine"], var_name="readout",
+long = cond.melt(id_vars=["model", "seed", "schedule", "k"], value_vars=["raw", "head/diagonal"], var_name="readout",
                  value_name="nll")
 ch = alt.Chart(long).mark_line(point=alt.OverlayMarkDef(size=14)).encode(
     x=alt.X("k:Q", scale=alt.Scale(type="log", base=2), title="distinct applications k"),
@@ -174,7 +176,8 @@ rep.chart(ch.facet(facet="model:N", columns=3).resolve_scale(y="independent", x=
 # **extension**: paper B's repeat(k) *is* the full model there, so its repeat-based decomposition would put the whole
 # gap into "application count" by construction). The three-loop and dense models get both controls. The calibration
 # term uses paper B's affine map on the head input (head/diagonal); the temperature-only share is beside it. 95%
-# percentile intervals from one shared document resample.
+# percentile intervals from one shared document resample (the probes held fixed; the claims below use the probe
+# family's CIs, which include refits).
 
 # %%
 dec_rows, decs = [], {}
@@ -182,18 +185,18 @@ for (label, seed), res in results.items():
     r = runs[label, seed]
     N = budget(r.config.model.layout)
     for control in controls_for(r.config.model.layout):
-        for kind in ("affine", "temperature"):
-            d = decompose(res, 1, max(1, N // 2), N, control=control, kind=kind, n_boot=n_boot, seed=seed)
-            decs[label, seed, control, kind] = d
+        for probe_name in PAPER_B:
+            d = decompose(res, 1, max(1, N // 2), N, control=control, probe=probe_name, n_boot=n_boot, seed=seed)
+            decs[label, seed, control, probe_name] = d
             for term, e in d.items():
-                dec_rows.append({"model": label, "seed": seed, "control": control, "calibration": kind,
+                dec_rows.append({"model": label, "seed": seed, "control": control, "calibration": probe_name,
                                  "term": term, "value": e.point, "lo": e.lo, "hi": e.hi})
 dec = rep.table(pd.DataFrame(dec_rows), "decomposition")
-dec[(dec.calibration == "affine")].pivot_table(index=["model", "seed", "control"], columns="term", values="value",
-                                               sort=False).round(3)
+dec[(dec.calibration == "head/diagonal")].pivot_table(index=["model", "seed", "control"], columns="term",
+                                                      values="value", sort=False).round(3)
 
 # %%
-bars = dec[(dec.control == "frozen") & (dec.calibration == "affine") &
+bars = dec[(dec.control == "frozen") & (dec.calibration == "head/diagonal") &
            dec.term.isin(["total", "application count", "distinct depth", "block composition", "calibration"])]
 bc = alt.Chart(bars).mark_bar().encode(x=alt.X("value:Q", title="nats of the naive gap prefix(1) − prefix(N)"),
                                        y=alt.Y("term:N", title=None, sort=["total", "application count",
@@ -212,6 +215,11 @@ rep.chart((bc + err).properties(width=260, height=150).facet(facet="model:N", co
 # keeps the λ the full calibration set chose). `loop/temperature` is not fitted: a temperature acts on the logits, so
 # it is `head/temperature` exactly. λ at each depth is reported; "λ at edge" would flag a choice at the end of the
 # grid after widening and trying its limits (λ = ∞ means the identity map won: no probe; λ = 0 means no ridge).
+#
+# The corrected answers of Q1 and B3 below come from one probe **named here, before any share is computed**:
+# `loop/tuned` (`verdicts.HEADLINE_PROBE`) — the tuned-lens translator, the literature's standard probe of what a
+# truncated state can read out, placed at the loop's output so that everything trained on full-depth states is
+# downstream of it. Choosing the probe with the largest share instead would pick the answer after seeing it.
 
 # %%
 FAMILY = [p for p in all_probes() if p.name != "loop/temperature"]
@@ -231,7 +239,7 @@ probe[["model", "seed", "probe", "share", "share lo", "share hi", "raw gap", "ca
 shares = {p.name: {m: {sd: Estimate(r["share"], r["share lo"], r["share hi"])
                        for _, r in probe[(probe.probe == p.name) & (probe.model == m)].iterrows()
                        for sd in [int(r["seed"])]} for m in SINGLE} for p in FAMILY}
-headline = verdicts.headline_probe(shares)
+headline = verdicts.HEADLINE_PROBE
 rb = pd.DataFrame(reported("dcp."))
 rb["model"] = rb.id.str[len("dcp."):].str.rsplit(".", n=1).str[0]  # model names contain dots
 rb["what"] = rb.id.str.rsplit(".", n=1).str[1]
@@ -251,9 +259,10 @@ rep.chart((pe + pc + rl).properties(width=300, height=190).facet(facet="model:N"
 # ## Is a probe data-starved? The data curve
 #
 # For the first seed's small single-depth model: the share against the calibration tokens, for the diagonal and full
-# forms at both placements, with calibration documents taken from the held-out pool outside the evaluation documents
-# (so disjoint from them; a larger pool would need training documents). A curve still rising at its right end says
-# the probe's share above is a lower bound set by the calibration data, not by its form.
+# forms at both placements and the tuned form at the loop (the headline probe), with calibration documents taken from
+# the held-out pool outside the evaluation documents (so disjoint from them; a larger pool would need training
+# documents). A curve still rising at its right end says the probe's share above is a lower bound set by the
+# calibration data, not by its form.
 
 # %%
 r0 = runs["single small", seeds[0]]
@@ -263,10 +272,11 @@ pool_idx = np.setdiff1d(np.arange(len(corpus0.val)), ev_idx)
 batches = lambda idx: eval_batches(corpus0.val, r0.config.data.seq_len, r0.config.train.batch_size, indices=idx)  # noqa: E731
 N0 = budget(r0.config.model.layout)
 curve_rows = []
+full0 = plan(r0.config.model.layout, "prefix", N0)
 for spec in (ProbeSpec("head", "diagonal"), ProbeSpec("loop", "diagonal"), ProbeSpec("head", "full"),
-             ProbeSpec("loop", "full")):
+             ProbeSpec("loop", "full"), ProbeSpec("loop", "tuned")):
     pool = tuple(collect_states(r0.model, batches(pool_idx), plan(r0.config.model.layout, "prefix", k),
-                                spec.placement) for k in (1, N0))
+                                spec.placement, full0 if spec.form == "tuned" else None) for k in (1, N0))
     ev = tuple(collect_states(r0.model, batches(ev_idx), plan(r0.config.model.layout, "prefix", k), spec.placement)
                for k in (1, N0))
     budgets = [b for b in curve_budgets if b < pool[0].n_tokens] + [pool[0].n_tokens]
@@ -326,24 +336,20 @@ frozen_norms.round(3)
 arms = {}
 for seed in seeds:
     base = runs["single small", seed]
-    lr = intervention_lr or base.config.train.lr / 4
     arms["base", seed] = base
-    for arm, sampling in (("fixed", "fixed"), ("sampled", "uniform")):
-        arms[arm, seed] = get_run(continuation(base.config, f"dcp-{arm}", steps, lr, depth_sampling=sampling,
-                                               warmup=warmup, data_seed=base.config.train.data_seed + 1000))
-iv_rows, iv_res = [], {}
+    for arm in ("fixed", "sampled"):
+        arms[arm, seed] = get_run(intervention_arm(base.config, arm, S.short_steps, steps, intervention_warmup,
+                                                   intervention_lr))
+iv_rows = []
 for (arm, seed), r in arms.items():
     cal_b, ev_b = doc_sets(r.config, seed)
-    res = evaluate_schedules(r.model, cal_b, ev_b, ["prefix"], [1, N0], max_tokens=max_cal_tokens, seed=seed)
-    iv_res[arm, seed] = res
-    for kind in ("temperature", "affine"):
-        d = readout_share(res, 1, N0, kind, n_boot, seed)
-        iv_rows.append({"arm": arm, "seed": seed, "calibration": kind, "NLL k=1": res["prefix", 1].raw.masked,
-                        f"NLL k={N0}": res["prefix", N0].raw.masked, "raw gap": d["total"].point,
-                        "calibrated gap": d["calibrated gap"].point, "share": d["calibration share"].point,
-                        "share lo": d["calibration share"].lo, "share hi": d["calibration share"].hi,
-                        "T at k=1": res["prefix", 1].fits["temperature"].temperature,
-                        f"T at k={N0}": res["prefix", N0].fits["temperature"].temperature})
+    rows_ = share_by_probe(r.model, cal_b, ev_b, 1, N0, probes=[ProbeSpec(*p.split("/")) for p in PAPER_B],
+                           n_refit=n_refit, n_boot=probe_boot, seed=seed, **PROBE_FIT)
+    t = next(x for x in rows_ if x["probe"] == "head/temperature")
+    for x in rows_:
+        iv_rows.append({"arm": arm, "seed": seed, "calibration": x["probe"], "raw gap": x["raw gap"],
+                        "calibrated gap": x["calibrated gap"], "share": x["share"], "share lo": x["share lo"],
+                        "share hi": x["share hi"], "T at k=1": t["T k_min"], f"T at k={N0}": t["T k_max"]})
 iv = rep.table(pd.DataFrame(iv_rows), "intervention")
 iv.round(3)
 
@@ -355,10 +361,10 @@ iv.round(3)
 # control (that is B4 below).
 
 # %%
-in_dist = pd.DataFrame([{"model": m, "seed": s, "calibration": kind,
+in_dist = pd.DataFrame([{"model": m, "seed": s, "calibration": p,
                          "calibrated - raw at k=N": c[("prefix", budget(runs[m, s].config.model.layout))]
-                         .calibrated[kind].masked - c[("prefix", budget(runs[m, s].config.model.layout))].raw.masked}
-                        for (m, s), c in results.items() for kind in ("temperature", "affine")])
+                         .calibrated[p].masked - c[("prefix", budget(runs[m, s].config.model.layout))].raw.masked}
+                        for (m, s), c in results.items() for p in PAPER_B])
 rep.table(in_dist, "in_distribution_check").round(4)
 
 # %% [markdown]
@@ -380,7 +386,7 @@ rep.table(in_dist, "in_distribution_check").round(4)
 # * **B3** — little of a recurrent model's gap is correctable at the readout, unlike dense models: every looped share
 #   has its CI upper end below 0.2 and below the dense model's share (head/diagonal, near-full truncation); not
 #   reproduced if some looped share's CI lower end is ≥ 0.2 in every seed. Paper protocol: paper B's head/diagonal
-#   probe; corrected: the headline probe of Q1.
+#   probe; corrected: the pre-named `loop/tuned`. The table `b3_by_probe` gives the verdict with every probe.
 # * **B4** — paper B's negative control: on the dense model the same protocol finds a substantial readout share of
 #   the near-full truncation gap prefix(L−1) − prefix(L) (CI lower end ≥ 0.2; paper B: 47–75% affine), so a small
 #   looped share is not an artefact of the protocol. Not reproduced if the dense share's CI upper end is below 0.2.
@@ -391,12 +397,19 @@ rep.table(in_dist, "in_distribution_check").round(4)
 #   the total by construction: that is checked, and an error if it fails, not judged.)
 
 # %%
-def term(m, name, control="frozen", kind="affine"):
-    return {sd: decs[m, sd, control, kind][name] for sd in seeds}
+def term(m, name, control="frozen", probe_name="head/diagonal"):
+    return {sd: decs[m, sd, control, probe_name][name] for sd in seeds}
 
 
-judged_b1 = verdicts.b1({m: term(m, "application count") for m in SINGLE},
-                        {m: term(m, "calibration") for m in SINGLE}, {m: term(m, "total") for m in SINGLE})
+def calibration_term(m, probe_name="head/diagonal"):
+    """The nats of prefix(1) − prefix(N) that a probe recovers, per seed, with the probe family's CI (refits)."""
+    sub = probe[(probe.model == m) & (probe.probe == probe_name)]
+    return {int(r["seed"]): Estimate(r["calibration"], r["calibration lo"], r["calibration hi"])
+            for _, r in sub.iterrows()}
+
+
+judged_b1 = verdicts.b1({m: term(m, "application count") for m in SINGLE}, {m: calibration_term(m) for m in SINGLE},
+                        {m: term(m, "total") for m in SINGLE})
 rep.judge(judged_b1)
 dense_rep1 = {sd: paired_diff(results["dense (vanilla)", sd]["prefix", 1].raw,
                               results["dense (vanilla)", sd]["repeat", 1].raw, n_boot=n_boot, seed=sd) for sd in seeds}
@@ -404,23 +417,33 @@ rep.judge(verdicts.b2({m: term(m, "application count") for m in SINGLE}, dense_r
 q1 = verdicts.q1(shares)
 rep.judge(q1)
 L_dense = budget(runs["dense (vanilla)", seeds[0]].config.model.layout)
-dense_share = {sd: readout_share(results["dense (vanilla)", sd], L_dense - 1, L_dense, "affine", n_boot, sd)[
-    "calibration share"] for sd in seeds}
-rep.table(pd.DataFrame([{"seed": sd, "k_min": L_dense - 1, "k_max": L_dense, "share": e.point, "lo": e.lo, "hi": e.hi}
-                        for sd, e in dense_share.items()]), "negative_control")
+neg_rows = []
+for sd in seeds:
+    rd = runs["dense (vanilla)", sd]
+    cal_b, ev_b = doc_sets(rd.config, sd)
+    neg_rows += [{"seed": sd, **x} for x in share_by_probe(rd.model, cal_b, ev_b, L_dense - 1, L_dense,
+                                                          probes=[ProbeSpec("head", "diagonal")], n_refit=n_refit,
+                                                          n_boot=probe_boot, seed=sd, **PROBE_FIT)]
+neg = rep.table(pd.DataFrame(neg_rows), "negative_control")
+dense_share = {int(r["seed"]): Estimate(r["share"], r["share lo"], r["share hi"]) for _, r in neg.iterrows()}
 judged_b3 = {"paper": verdicts.b3(shares["head/diagonal"], dense_share, "head/diagonal", "paper"),
              "corrected": verdicts.b3(shares[headline], dense_share, headline, "corrected")}
 for j in judged_b3.values():
     rep.judge(j)
+b3_all = rep.table(pd.DataFrame([{"probe": p, "B3 verdict": verdicts.b3(shares[p], dense_share, p, "corrected").verdict,
+                                  "Q1 answer": q1.outcomes[p], "pre-named": p == headline} for p in shares]),
+                   "b3_by_probe")
+display(b3_all)  # noqa: F821
 rep.judge(verdicts.b4(dense_share, L_dense - 1, L_dense))
-aff = iv[iv.calibration == "affine"].set_index(["arm", "seed"])
+aff = iv[iv.calibration == "head/diagonal"].set_index(["arm", "seed"])
 arm_share = {a: {sd: Estimate(aff.loc[(a, sd), "share"], aff.loc[(a, sd), "share lo"], aff.loc[(a, sd), "share hi"])
                  for sd in seeds} for a in ("fixed", "sampled")}
 t_k1 = {a: {sd: aff.loc[(a, sd), "T at k=1"] for sd in seeds} for a in ("fixed", "sampled")}
 judged_b5 = verdicts.b5(arm_share["fixed"], arm_share["sampled"], t_k1["fixed"], t_k1["sampled"])
 rep.judge(judged_b5)
-_ = rep.judge(verdicts.b6({m: {n: term(m, n) for n in ("application count", "distinct depth", "block composition",
-                                                        "calibration", "total")} for m in SINGLE}))
+_ = rep.judge(verdicts.b6({m: {n: (calibration_term(m) if n == "calibration" else term(m, n))
+                               for n in ("application count", "distinct depth", "block composition", "calibration",
+                                         "total")} for m in SINGLE}))
 
 # %% [markdown]
 # ## Computation or readout?
@@ -436,35 +459,37 @@ rep.fact("share_low", "probe_shares", "share", {"probe": low})
 rep.fact("share_high", "probe_shares", "share", {"probe": high})
 rep.fact("share_paper_b", "probe_shares", "share", {"probe": "head/diagonal"})
 rep.fact("gap", "probe_shares", "raw gap", {"probe": "head/diagonal"})
-app = rep.fact("app", "decomposition", "value", {"control": "frozen", "calibration": "affine",
+app = rep.fact("app", "decomposition", "value", {"control": "frozen", "calibration": "head/diagonal",
                                                  "term": "application count", "model": "single small"})
-tot = rep.fact("tot", "decomposition", "value", {"control": "frozen", "calibration": "affine", "term": "total",
-                                                 "model": "single small"})
+tot = rep.fact("tot", "decomposition", "value", {"control": "frozen", "calibration": "head/diagonal",
+                                                 "term": "total", "model": "single small"})
 rep.fact("dense_share", "negative_control", "share")
-fixed_share = rep.fact("fixed_share", "intervention", "share", {"arm": "fixed", "calibration": "affine"})
-sampled_share = rep.fact("sampled_share", "intervention", "share", {"arm": "sampled", "calibration": "affine"})
+rep.fact("share_headline", "probe_shares", "share", {"probe": headline})
+fixed_share = rep.fact("fixed_share", "intervention", "share", {"arm": "fixed", "calibration": "head/diagonal"})
+sampled_share = rep.fact("sampled_share", "intervention", "share", {"arm": "sampled", "calibration": "head/diagonal"})
 rep.prose("Results", "On the single-depth models (mean over both sizes and {n} seed{s}) the gap prefix(1) − prefix(N) "
           "is {gap:.3f} nats. The share of it that a readout probe recovers ranges from {share_low:.0%} ({low}) to "
-          "{share_high:.0%} ({high}); paper B's probe (head/diagonal) recovers {share_paper_b:.0%}. On the small "
+          "{share_high:.0%} ({high}); paper B's probe (head/diagonal) recovers {share_paper_b:.0%} and the pre-named "
+          "probe ({headline}) {share_headline:.0%}. On the small "
           "model, re-adding the first update up to N applications (frozen(1), this project's control) closes "
           "{app:.3f} of its {tot:.3f}-nat gap. In paper B's negative control the dense model's head/diagonal probe "
           "recovers {dense_share:.0%} of its near-full truncation gap prefix(L − 1) − prefix(L). After {steps} steps "
           "of continued training the head/diagonal share is {fixed_share:.0%} in the fixed arm and "
           "{sampled_share:.0%} in the sampled arm.",
-          n=str(len(seeds)), s="s" if len(seeds) > 1 else "", low=low, high=high, steps=str(steps))
+          n=str(len(seeds)), s="s" if len(seeds) > 1 else "", low=low, high=high, steps=str(steps), headline=headline)
 
 # %%
-rep.prose("What this means", "{depends}: {q1_words} (Q1 {q1} by {high}; paper B's probe alone answers "
-          "{paper_answer}). Paper B's conclusion that little of a recurrent model's gap is correctable at the readout "
-          "is {b3} with its own probe and {b3c} with {high}. {writes} the count of writes into the stream rather than "
-          "new computation: frozen(1) closes {frac} of it on the small model (an extension, B1 {b1}). Training with "
-          "sampled depths {b5_words} (B5 {b5}), so the trade-off law of section 04 is {law_words}.",
-          q1_words={"yes": "with the most capable probe at least a fifth of the gap is readout",
-                    "no": "even the most capable probe recovers less than a fifth",
+rep.prose("What this means", "{depends}: {q1_words} (Q1 {q1} by {headline}; paper B's probe alone "
+          "answers {paper_answer}). Paper B's conclusion that little of a recurrent model's gap is correctable at the "
+          "readout is {b3} with its own probe and {b3c} with {headline}. {writes} the count of writes into the stream "
+          "rather than new computation: frozen(1) closes {frac} of it on the small model (an extension, B1 {b1}). "
+          "Training with sampled depths {b5_words} (B5 {b5}), so the trade-off law of section 04 is {law_words}.",
+          q1_words={"yes": "with the pre-named probe at least a fifth of the gap is readout",
+                    "no": "even the pre-named probe recovers less than a fifth",
                     "inconclusive": "the CIs do not settle whether a fifth of it is readout"}[q1.verdict],
           depends=("Whether paper A's depth gap is 'computation' depends on the readout probe it is judged with"
                    if len(set(q1.outcomes.values())) > 1 else "Every readout probe gives the same answer"),
-          q1=q1.verdict, high=high, paper_answer=q1.outcomes.get("head/diagonal", "nothing"),
+          q1=q1.verdict, headline=headline, paper_answer=q1.outcomes.get("head/diagonal", "nothing"),
           b3=judged_b3["paper"].verdict, b3c=judged_b3["corrected"].verdict, frac=f"{app / tot:.0%}" if tot else "n/a",
           b1=judged_b1.verdict, b5=judged_b5.verdict,
           writes=("Most of the gap is" if tot and app / tot > 0.5 else "Part of the gap is" if tot and app / tot > 0

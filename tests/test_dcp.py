@@ -10,17 +10,7 @@ from conftest import tiny_model
 
 from tiedlm_lib import experiment
 from tiedlm_lib.data import EvalBatch, shift_targets
-from tiedlm_lib.dcp import (
-    Condition,
-    Readout,
-    bootstrap_terms,
-    collect,
-    decompose,
-    evaluate_schedules,
-    fit_calibration,
-    fit_temperature,
-    split_documents,
-)
+from tiedlm_lib.dcp import Condition, bootstrap_terms, decompose, evaluate_schedules, split_documents
 from tiedlm_lib.evaluation import NLLStats
 from tiedlm_lib.probes import pearson_ci, residual_probe
 from tiedlm_lib.schedules import REUSE, plan, plan_logits, run_plan, split_layout
@@ -102,46 +92,6 @@ def test_bad_schedules():
         plan("S A*3 S", "prefix", 4)
 
 
-# ---------------------------------------------------------------------------------------------------- calibration
-def test_temperature_fit_recovers_a_known_temperature():
-    g = torch.Generator().manual_seed(0)
-    logits = 3 * torch.randn(40_000, 30, generator=g)
-    for t_true in (0.5, 2.0):
-        y = torch.multinomial((logits / t_true).softmax(-1), 1, generator=g).squeeze(1)
-        assert fit_temperature(logits, y) == pytest.approx(t_true, rel=0.03)
-
-
-def _readout(n=3000, d=8, V=20, seed=0):
-    g = torch.Generator().manual_seed(seed)
-    head = torch.nn.Linear(d, V)
-    torch.nn.init.normal_(head.weight, std=1.0, generator=g)
-    h = torch.randn(n, d, generator=g)
-    with torch.no_grad():
-        y = torch.multinomial((head(2.0 * h + 0.5)).softmax(-1), 1, generator=g).squeeze(1)  # a shifted readout
-    doc = np.repeat(np.arange(n // 10), 10)
-    return head, Readout(h, y, doc, np.unique(doc))
-
-
-def test_affine_map_with_huge_ridge_is_the_identity_and_small_ridge_fits_the_shift():
-    head, r = _readout()
-    stiff = fit_calibration(head, r, "affine", lams=(1e6,))
-    assert all(p.requires_grad for p in head.parameters()), "fitting leaves the model's head untouched"
-    torch.testing.assert_close(stiff.a, torch.ones(8), atol=1e-3, rtol=0)
-    torch.testing.assert_close(stiff.b, torch.zeros(8), atol=1e-3, rtol=0)
-    loose = fit_calibration(head, r, "affine", lams=(1e-1, 1e-3))
-    assert loose.lam == 1e-3
-    assert r.nll(head, loose).masked < r.nll(head, stiff).masked - 0.05 < r.nll(head).masked
-
-
-def test_readout_nll_sums_per_document():
-    head, r = _readout(n=100)
-    s = r.nll(head)
-    with torch.no_grad():
-        ce = torch.nn.functional.cross_entropy(head(r.h), r.y, reduction="none").double().numpy()
-    np.testing.assert_allclose(s.sum_real, ce.reshape(10, 10).sum(1), rtol=1e-6)
-    assert s.masked == pytest.approx(ce.mean(), rel=1e-6)
-
-
 # ---------------------------------------------------------------------------------------------------- bootstrap
 def _stats(sums, n=None):
     sums = np.asarray(sums, float)
@@ -165,7 +115,7 @@ def test_decomposition_telescopes_and_reports_the_calibration_share():
 
     def cond(shift, cal_shift=None):
         raw = _stats(base + 10 * shift)
-        cal = {"affine": _stats(base + 10 * (shift if cal_shift is None else cal_shift))}
+        cal = {"head/diagonal": _stats(base + 10 * (shift if cal_shift is None else cal_shift))}
         return Condition("", 0, raw, cal, {})
 
     conds = {("prefix", 1): cond(1.0, 0.6), ("prefix", 8): cond(0.0, 0.0), ("repeat", 1): cond(0.7),
@@ -197,15 +147,26 @@ def test_evaluate_schedules_fits_on_disjoint_documents_and_refuses_overlap():
     cal, ev = split_documents(40, 16, seed=0)
     assert not np.intersect1d(cal, ev).size and len(cal) + len(ev) == 40
     out = evaluate_schedules(m, _batches(cal.tolist()), _batches(ev.tolist()), ["prefix", "frozen"], [1, 3],
-                             kinds=("temperature",))
+                             probes=("head/temperature", "head/diagonal", "loop/diagonal"), iters=10)
     c = out["prefix", 1]
-    assert c.raw.masked > 0 and c.calibrated["temperature"].doc_index.tolist() == sorted(ev.tolist())
-    r = collect(m, _batches(ev.tolist())(), plan("S A*3 S", "prefix", 1))
-    assert len(r.y) == len(ev) * 5  # 8 positions, the last 3 targets pad (two pads + the shifted end)
+    assert c.raw.masked > 0 and c.calibrated["head/temperature"].doc_index.tolist() == sorted(ev.tolist())
+    assert c.raw.n_real.sum() == len(ev) * 5  # 8 positions, the last 3 targets pad (two pads + the shifted end)
+    assert c.fits["head/diagonal"].lam is not None and c.fits["head/temperature"].temperature > 0
+    # the raw NLL is the model's own at that plan, independently computed
+    x = torch.cat([b.inputs for b in _batches(ev.tolist())()])
+    with torch.no_grad():
+        lg = plan_logits(m, x, plan("S A*3 S", "prefix", 1))
+    y = shift_targets(x)
+    want = torch.nn.functional.cross_entropy(lg.transpose(1, 2), y, reduction="none")[y != 0].double().mean()
+    assert c.raw.masked == pytest.approx(float(want), rel=1e-5)
     with pytest.raises(ValueError, match="overlap"):
-        evaluate_schedules(m, _batches(ev.tolist()), _batches(ev.tolist()), ["prefix"], [1], kinds=("temperature",))
-    same = evaluate_schedules(m, None, _batches(ev.tolist()), ["prefix"], [1], kinds=("temperature",), in_sample=True)
-    assert same["prefix", 1].calibrated["temperature"].masked <= same["prefix", 1].raw.masked + 1e-9
+        evaluate_schedules(m, _batches(ev.tolist()), _batches(ev.tolist()), ["prefix"], [1],
+                           probes=("head/temperature",))
+    with pytest.raises(ValueError, match="placement/form"):
+        evaluate_schedules(m, _batches(cal.tolist()), _batches(ev.tolist()), ["prefix"], [1], probes=("diagonal",))
+    same = evaluate_schedules(m, None, _batches(ev.tolist()), ["prefix"], [1], probes=("head/temperature",),
+                              in_sample=True)
+    assert same["prefix", 1].calibrated["head/temperature"].masked <= same["prefix", 1].raw.masked + 1e-9
 
 
 def test_sampled_depth_training_draws_depths_reproducibly_and_starts_from_given_weights(tmp_path, smoke_corpus):

@@ -141,7 +141,7 @@ def test_sft_loss_masks_of_both_protocols():
 
 
 def test_sft_training_runs_from_a_checkpoint_with_both_losses(tmp_path, smoke_corpus):
-    from tiedlm_lib.experiments import get_run, sft_run
+    from tiedlm_lib.experiments import get_run, intervention_arm, sft_run
 
     base = get_run("v3", "smoke", 0, {"train.steps": 6}, root=None, progress=False)
     for loss in ("paper", "masked"):
@@ -155,6 +155,13 @@ def test_sft_training_runs_from_a_checkpoint_with_both_losses(tmp_path, smoke_co
     x, y = SFTStream(data, 4, 0, "masked").next()
     assert x.shape == (4, 64) and (y[:, :48] == IGNORE).all()
     c = sft_run(base.config, "x", "paper", steps=2)
+    arm = intervention_arm(base.config, "sampled", 1000)  # paper B's intervention as section 10 runs it
+    assert (arm.train.steps, arm.train.warmup, arm.train.schedule, arm.train.depth_sampling) == (250, 62, "constant",
+                                                                                                   "uniform")
+    assert arm.train.lr == base.config.train.lr / 4 and arm.train.data_seed == base.config.train.data_seed + 1000
+    assert intervention_arm(base.config, "fixed", 1000, steps=40).train.warmup == 10
+    with pytest.raises(ValueError, match="arm must be one of"):
+        intervention_arm(base.config, "random", 1000)
     with pytest.raises(ValueError, match="pad_targets='include'"):
         train(dataclasses.replace(c, train=dataclasses.replace(c.train, pad_targets="ignore")), None, smoke_corpus,
               progress=False)

@@ -91,6 +91,19 @@ def test_the_loop_readout_is_the_models_own_and_loop_means_the_last_loop():
     assert nll == pytest.approx(ref, rel=1e-4)
 
 
+def test_the_temperature_form_recovers_a_known_temperature(setup):
+    """Targets drawn at temperature T from the model's own logits: the fitted temperature is T."""
+    m, head, _ = setup
+    big = States(head.x.repeat(40, 1, 1), head.y.repeat(40, 1), np.arange(40 * len(head.y)), None)
+    with torch.no_grad():
+        logits = m.head(big.x)
+    for t_true in (0.5, 2.0):
+        g = torch.Generator().manual_seed(int(10 * t_true))
+        big.y = torch.multinomial((logits / t_true).softmax(-1).flatten(0, 1), 1, generator=g).view(big.y.shape)
+        fitted = fit_probe(m, big, ProbeSpec("head", "temperature"))
+        assert fitted.temperature == pytest.approx(t_true, rel=0.05)
+
+
 @pytest.mark.parametrize("distortion", ["scale", "rotate"])
 def test_each_form_recovers_what_it_can_express(setup, distortion):
     """A per-feature scale and shift of the head input is undone by the diagonal and full maps, not by a

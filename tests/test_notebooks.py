@@ -177,6 +177,17 @@ def test_the_abstract_states_findings_from_the_ledger(tmp_path):
     assert "1 did not (A4)" in text and "differ on A10" in text and "changes the verdict of A4" in text
     assert "rest on 3 training seeds" in text
     assert "from 15% (head/diagonal) to 60% (loop/tuned)" in text and "(Q1: yes by loop/tuned)" in text
+    # an extension (a control this project added) is its own protocol, in the abstract and the findings table
+    rec("B1", "reproduced", "extension", "10_depth_control_protocol")
+    text = abstract_findings(claims.read_ledger(tmp_path))
+    assert "Under this project's own controls (extensions), 1 claim reproduced (B1)" in text
+    table = claims.findings_markdown(claims.read_ledger(tmp_path)).splitlines()
+    assert table[0].split(" | ")[4] == "extension"
+    assert next(r for r in table if r.startswith("| B1 ")).split(" | ")[2:5] == ["—", "—", "reproduced"]
+    # Q1's probe is the pre-named one, even when another probe's share is larger
+    q1["headline probe"] = "head/diagonal"
+    rec("Q1", "no", "corrected", "10_depth_control_protocol", q1)
+    assert "(Q1: no by head/diagonal)" in abstract_findings(claims.read_ledger(tmp_path))
 
 
 def test_prose_numbers_are_facts_read_from_the_sections_tables(tmp_path):

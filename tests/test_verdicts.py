@@ -134,17 +134,29 @@ def test_a6_is_an_equivalence_test_with_the_stated_margin():
         pytest.approx(0.02)  # 10% of a 0.2-nat gap is the stricter margin
 
 
-def test_a7_the_law():
-    eq, big = seeds(E(0.0, -0.01, 0.01)), seeds(E(0.5, 0.4, 0.6))
-    check(V.a7({"s": big}, {"s": big}, {"s": eq}, {"s": eq}, {"s": 1.0}), "reproduced", "A7")
-    check(V.a7({"s": big}, {"s": big}, {"s": big}, {"s": eq}, {"s": 1.0}), "not reproduced")  # scaling + free exit
-    check(V.a7({"s": big}, {"s": big}, {"s": eq}, {"s": big}, {"s": 1.0}), "inconclusive")
+def test_a7_the_law_is_a_cross_model_test_that_can_fail():
+    # multi NLL(1) - single NLL(K): well above the margin (0.05) = the free exit costs the quality depth buys
+    j = check(V.a7({"small": seeds(E(0.5, 0.4, 0.6), E(0.4, 0.3, 0.5)), "large": seeds(E(0.3, 0.2, 0.4))},
+                   {"small": 1.0, "large": 1.0}), "reproduced", "A7")
+    assert j.evidence["small"]["margin"] == pytest.approx(0.05)
+    # a model that exits at k=1 as well as the deep model reads out at K breaks the law
+    check(V.a7({"small": seeds(E(0.5, 0.4, 0.6)), "large": seeds(E(0.0, -0.02, 0.02))},
+               {"small": 1.0, "large": 1.0}), "not reproduced")
+    check(V.a7({"small": seeds(E(0.05, 0.02, 0.08))}, {"small": 1.0}), "inconclusive")
+    # the verdict under each margin: 0.05 nats absolute, 10% of a 0.2-nat gap = 0.02 relative
+    j = check(V.a7({"small": seeds(E(0.035, 0.03, 0.04))}, {"small": 0.2}), "reproduced")
+    assert j.evidence["verdict by margin"] == {"stated (stricter)": "reproduced", "absolute 0.05 nats":
+                                               "not reproduced", "relative 10% of the gap": "reproduced"}
 
 
 def test_a8_is_non_inferiority():
     check(V.a8({"s": seeds(E(-0.2, -0.3, -0.1))}, {"s": 1.0}), "reproduced", "A8")  # better also passes
     check(V.a8({"s": seeds(E(0.2, 0.1, 0.3))}, {"s": 1.0}), "not reproduced")
     check(V.a8({"s": seeds(E(0.04, 0.01, 0.07))}, {"s": 1.0}), "inconclusive")
+    # the verdict under each margin alone is given beside the stated one
+    j = check(V.a8({"s": seeds(E(0.035, 0.03, 0.04))}, {"s": 0.2}), "not reproduced")  # stated margin 0.02
+    assert j.evidence["verdict by margin"]["absolute 0.05 nats"] == "reproduced"
+    assert "absolute 0.05 nats: reproduced" in j.criterion
 
 
 def test_a11():
@@ -213,9 +225,21 @@ def test_a18_a19():
     check(V.a18({"small": {0: 0.05, 1: 0.02}}, "paper", "w"), "not reproduced")
     check(V.a18({"small": {0: 0.3}}, "paper", "w"), "inconclusive")
     weak, weaker = E(0.3, 0.2, 0.4), E(0.2, 0.1, 0.3)
-    check(V.a19({"v3": seeds(weaker), "v5": seeds(weak)}, "paper", "w", "v3", "v5"), "reproduced", "A19")
+    weakest = E(0.1, 0.05, 0.15)
+    check(V.a19({"v3": seeds(weakest), "v5": seeds(weak)}, "paper", "w", "v3", "v5"), "reproduced", "A19")
+    # one seed: the conservative CI of the size difference (0.2 - 0.3, ...) must exclude 0
+    check(V.a19({"v3": seeds(weaker), "v5": seeds(weak)}, "paper", "w", "v3", "v5"), "inconclusive")
+    # several seeds: the t-interval of the per-seed differences
+    j = check(V.a19({"v3": seeds(weaker, weaker, E(0.21, 0.11, 0.31)), "v5": seeds(weak, E(0.32, 0.22, 0.42), weak)},
+                    "paper", "w", "v3", "v5"), "reproduced")
+    assert j.evidence["larger size stronger"] and j.evidence["r(v5) - r(v3)"]["interval"][0] > 0
     check(V.a19({"v3": seeds(E(0.7, 0.6, 0.8)), "v5": seeds(weak)}, "paper", "w", "v3", "v5"), "not reproduced")
+    # one seed above 0.5 and one weak: the seeds split, so not a contradiction
+    check(V.a19({"v3": seeds(E(0.7, 0.6, 0.8), weakest), "v5": seeds(weak, weak)}, "paper", "w", "v3", "v5"),
+          "inconclusive")
     check(V.a19({"v3": seeds(weak), "v5": seeds(weaker)}, "paper", "w", "v3", "v5"), "inconclusive")
+    with pytest.raises(ValueError, match="same seeds"):
+        V.a19({"v3": {0: weak}, "v5": {1: weak}}, "paper", "w", "v3", "v5")
 
 
 def test_q6_compares_seen_and_unseen_within_a_draw():
@@ -238,6 +262,9 @@ def test_b1_b2():
     check(V.b2({"m": seeds(UP)}, seeds(DOWN)), "reproduced", "B2")
     check(V.b2({"m": seeds(UP)}, seeds(UP)), "not reproduced")
     check(V.b2({"m": seeds(NOISE)}, seeds(DOWN)), "inconclusive")
+    # frozen(k) is this project's control: B1, B2 and B6 are recorded as extensions
+    assert V.b1({"m": seeds(UP)}, {"m": seeds(UP)}, {"m": seeds(TOT)}).protocol == "extension"
+    assert V.b2({"m": seeds(UP)}, seeds(DOWN)).protocol == "extension"
 
 
 def test_q1_is_answered_per_probe_and_names_the_probe():
@@ -246,9 +273,14 @@ def test_q1_is_answered_per_probe_and_names_the_probe():
     j = check(V.q1(shares), "yes", "Q1")
     assert "loop/tuned" in j.criterion and "head/diagonal: no" in j.criterion
     assert j.outcomes == {"head/diagonal": "no", "loop/tuned": "yes"} and j.evidence["headline probe"] == "loop/tuned"
-    check(V.q1({"head/diagonal": {"small": seeds(lo)}}), "no")
-    j = check(V.q1({"head/diagonal": {"small": seeds(lo, hi)}}), "inconclusive")
+    # the answer is the pre-named probe's, not the largest share's
+    j = check(V.q1({"head/diagonal": {"small": seeds(hi)}, "loop/tuned": {"small": seeds(lo)}}), "no")
+    assert j.evidence["headline probe"] == V.HEADLINE_PROBE == "loop/tuned"
+    check(V.q1({"head/diagonal": {"small": seeds(lo)}}, headline="head/diagonal"), "no")
+    j = check(V.q1({"head/diagonal": {"small": seeds(lo, hi)}}, headline="head/diagonal"), "inconclusive")
     assert j.outcomes["head/diagonal"] == "seeds disagree"
+    with pytest.raises(ValueError, match="pre-named probe"):
+        V.q1({"head/diagonal": {"small": seeds(lo)}})
     assert V.share_answer({"m": seeds(E(0.2, 0.15, 0.25))}) == "inconclusive"
 
 

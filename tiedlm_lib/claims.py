@@ -78,7 +78,7 @@ REPORTED: dict[str, str] = {
 
 CLAIM_VERDICTS = ("reproduced", "not reproduced", "inconclusive", "not testable")
 QUESTION_ANSWERS = ("yes", "no", "inconclusive")
-PROTOCOLS = ("paper", "corrected", "both")
+PROTOCOLS = ("paper", "corrected", "both", "extension")  # extension: a control this project added
 
 
 def verdict(holds: bool, contradicted: bool) -> str:
@@ -192,10 +192,13 @@ def probe_finding(ledger: dict[str, Any]) -> str | None:
     if not means:
         return None
     lo, hi = min(means, key=means.get), max(means, key=means.get)
+    head = q1["evidence"].get("headline probe", hi)
     paper_b = f"; paper B's probe (head/diagonal) recovers {means['head/diagonal']:.0%}" if "head/diagonal" in means \
         else ""
+    named = f"; the pre-named probe {head} recovers {means[head]:.0%}" if head in means and head not in (lo, hi) \
+        else ""
     return (f"how much of paper A's single-depth depth gap is correctable at the readout depends on the probe: from "
-            f"{means[lo]:.0%} ({lo}) to {means[hi]:.0%} ({hi}){paper_b} (Q1: {q1['verdict']} by {hi})")
+            f"{means[lo]:.0%} ({lo}) to {means[hi]:.0%} ({hi}){paper_b}{named} (Q1: {q1['verdict']} by {head})")
 
 
 def abstract_findings(ledger: dict[str, Any]) -> str:
@@ -213,7 +216,8 @@ def abstract_findings(ledger: dict[str, Any]) -> str:
         return sorted({cid for (cid, p), vs in by.items() if p == protocol and vs == {verdict}}, key=list(CLAIMS).index)
 
     parts = []
-    for protocol, name in (("paper", "the paper's protocol"), ("corrected", "the corrected protocol")):
+    for protocol, name in (("paper", "the paper's protocol"), ("corrected", "the corrected protocol"),
+                           ("extension", "this project's own controls (extensions)")):
         rep, nrep, inc = ids(protocol, "reproduced"), ids(protocol, "not reproduced"), ids(protocol, "inconclusive")
         if rep or nrep or inc:
             parts.append(f"Under {name}, {len(rep)} claim{'s' if len(rep) != 1 else ''} reproduced"
@@ -242,24 +246,26 @@ FINDINGS_END = "<!-- findings: end -->"
 
 
 def findings_markdown(ledger: dict[str, Any]) -> str:
-    """The headline table: one row per claim the ledger judges, its verdict under each protocol (several sections'
-    verdicts on one claim joined with " / "), the training seeds the verdicts rest on (fewest over the claim's
+    """The headline table: one row per claim the ledger judges, its verdict under each protocol — the paper's, the
+    corrected one, and this project's extensions (its own controls) — (several sections' verdicts on one claim
+    joined with " / "), the training seeds the verdicts rest on (fewest over the claim's
     entries; "?" for entries written before seeds were recorded) and the sections that judged it."""
     by_id: dict[str, dict[str, list[str]]] = {}
     for c in ledger.get("claims", []):
-        row = by_id.setdefault(c["id"], {"paper": [], "corrected": [], "section": [], "seeds": []})
+        row = by_id.setdefault(c["id"], {"paper": [], "corrected": [], "extension": [], "section": [], "seeds": []})
         protocols = ("paper", "corrected") if c["protocol"] == "both" else (c["protocol"],)
         n = str(len(c["seeds"])) if "seeds" in c else "?"
         for key, value in [(p, c["verdict"]) for p in protocols] + [("section", c["notebook"]), ("seeds", n)]:
             if value not in row[key]:
                 row[key].append(value)
-    lines = ["| id | claim | paper-faithful protocol | corrected protocol | seeds | section |",
-             "|---|---|---|---|---|---|"]
+    lines = ["| id | claim | paper-faithful protocol | corrected protocol | extension | seeds | section |",
+             "|---|---|---|---|---|---|---|"]
     for cid in sorted(by_id, key=list(CLAIMS).index):
         row = by_id[cid]
         seeds = "?" if "?" in row["seeds"] else min(row["seeds"], key=int)
         lines.append(f"| {cid} | {CLAIMS[cid]} | {' / '.join(row['paper']) or '—'} | "
-                     f"{' / '.join(row['corrected']) or '—'} | {seeds} | {', '.join(row['section'])} |")
+                     f"{' / '.join(row['corrected']) or '—'} | {' / '.join(row['extension']) or '—'} | {seeds} | "
+                     f"{', '.join(row['section'])} |")
     return "\n".join(lines)
 
 

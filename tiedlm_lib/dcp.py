@@ -4,7 +4,8 @@ paired document bootstrap, and the sampled-depth training intervention.
 The question it answers: when a model truncated to k applications does worse than at full depth N, how much of the
 gap is fewer writes into the residual stream, how much is less distinct computation, and how much is only a readout
 that was trained on depth-N states and now reads an out-of-distribution one? The last part is what a per-depth
-recalibration of the readout (a temperature, or an affine map on the readout input) recovers.
+recalibration of the readout (a probe of ``tiedlm_lib.lens``: paper B's temperature and per-feature affine map on
+the head input, or a more capable one) recovers.
 
 Everything is measured on real (non-pad) target tokens and kept per document, so one bootstrap resample of documents
 is shared by every condition and every term.
@@ -12,63 +13,20 @@ is shared by every condition and every term.
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
-import torch
-import torch.nn.functional as F
 from tqdm.auto import tqdm
 
-from .data import PAD_ID, EvalBatch
+from .data import EvalBatch
 from .evaluation import NLLStats
-from .model import eval_mode
-from .schedules import Plan, plan, run_plan
+from .lens import FittedProbe, ProbeSpec, Readout, calibration_terms, collect_states, fit_probe, probe_nll
+from .schedules import budget, plan
 from .stats import Estimate, bootstrap_indices, replicates, value
 
 
-# ---------------------------------------------------------------------------------------------------- readouts
-@dataclass
-class Readout:
-    """The readout inputs h = ln_f(z) at real-target positions, their targets, and each token's document."""
-
-    h: torch.Tensor  # (n, d) float32
-    y: torch.Tensor  # (n,)
-    doc: np.ndarray  # (n,) document index
-    docs: np.ndarray  # the evaluation documents in order (for per-document sums)
-
-    def select(self, keep_docs: np.ndarray) -> Readout:
-        m = np.isin(self.doc, keep_docs)
-        t = torch.from_numpy(m)
-        return Readout(self.h[t], self.y[t], self.doc[m], np.asarray(keep_docs))
-
-    def nll(self, head: torch.nn.Module, calibration: Calibration | None = None) -> NLLStats:
-        """Per-document NLL sums of the (optionally recalibrated) readout."""
-        ce = token_nll(head, self.h, self.y, calibration)
-        pos = np.searchsorted(self.docs, self.doc)
-        s = np.bincount(pos, weights=ce, minlength=len(self.docs))
-        n = np.bincount(pos, minlength=len(self.docs)).astype(float)
-        return NLLStats(self.docs, s, n, s, n)  # pads excluded: "all" and "real" coincide
-
-
-@torch.no_grad()
-def collect(model, batches: Iterable[EvalBatch], p: Plan, device: str | torch.device = "cpu") -> Readout:
-    """Run plan ``p`` over the batches and keep the readout input at every real target."""
-    with eval_mode(model):
-        hs, ys, docs = [], [], []
-        for b in batches:
-            h = run_plan(model, b.inputs.to(device), p).float().cpu()
-            real = b.targets != PAD_ID
-            hs.append(h[real])
-            ys.append(b.targets[real])
-            docs.append(b.doc_index[:, None].expand_as(real)[real].numpy())
-    if not hs:
-        raise ValueError("no evaluation batches were given")
-    doc = np.concatenate(docs)
-    return Readout(torch.cat(hs), torch.cat(ys), doc, np.unique(doc))
-
-
+# ---------------------------------------------------------------------------------------------------- documents
 def split_documents(n_docs: int, n_cal: int, n_eval: int | None = None, seed: int = 0
                     ) -> tuple[np.ndarray, np.ndarray]:
     """Disjoint calibration and evaluation document indices drawn from ``n_docs`` held-out documents."""
@@ -81,139 +39,56 @@ def split_documents(n_docs: int, n_cal: int, n_eval: int | None = None, seed: in
     return np.sort(cal), np.sort(ev)
 
 
-# ---------------------------------------------------------------------------------------------------- calibration
-@dataclass
-class Calibration:
-    """logits = head(a ⊙ h + b) / T. ``kind`` "temperature" keeps a = 1, b = 0."""
-
-    kind: str
-    temperature: float
-    a: torch.Tensor | None = None
-    b: torch.Tensor | None = None
-    lam: float | None = None  # the ridge strength chosen on the holdout (affine only)
-
-    def logits(self, head: torch.nn.Module, h: torch.Tensor) -> torch.Tensor:
-        if self.a is not None:
-            h = h * self.a + self.b
-        return head(h) / self.temperature
-
-
-def token_nll(head: torch.nn.Module, h: torch.Tensor, y: torch.Tensor, cal: Calibration | None = None,
-              chunk: int = 8192) -> np.ndarray:
-    out = []
-    with torch.no_grad():
-        for i in range(0, len(y), chunk):
-            lg = cal.logits(head, h[i:i + chunk]) if cal else head(h[i:i + chunk])
-            out.append(F.cross_entropy(lg.float(), y[i:i + chunk], reduction="none"))
-    return torch.cat(out).double().numpy()
-
-
-def _lbfgs(params: list[torch.Tensor], loss_fn: Callable[[], torch.Tensor], iters: int = 100) -> None:
-    opt = torch.optim.LBFGS(params, lr=1.0, max_iter=iters, line_search_fn="strong_wolfe", tolerance_grad=1e-9,
-                            tolerance_change=1e-12)
-
-    def closure():
-        opt.zero_grad()
-        loss = loss_fn()
-        loss.backward()
-        return loss
-
-    opt.step(closure)
-
-
-def fit_temperature(logits: torch.Tensor, y: torch.Tensor, iters: int = 100) -> float:
-    """The scalar T minimising the mean NLL of logits / T, by L-BFGS (strong Wolfe) on log T."""
-    logits = logits.detach().double()
-    log_t = torch.zeros((), dtype=torch.float64, requires_grad=True)
-    _lbfgs([log_t], lambda: F.cross_entropy(logits / log_t.exp(), y), iters)
-    return float(log_t.detach().exp())
-
-
-def _fit_affine(head, h, y, lam, iters) -> Calibration:
-    d = h.shape[1]
-    a = torch.ones(d, requires_grad=True)
-    b = torch.zeros(d, requires_grad=True)
-    log_t = torch.zeros((), requires_grad=True)
-
-    def loss():
-        lg = head(h * a + b) / log_t.exp()
-        return F.cross_entropy(lg, y) + lam * (((a - 1) ** 2).sum() + (b ** 2).sum())
-
-    _lbfgs([a, b, log_t], loss, iters)
-    return Calibration("affine", float(log_t.detach().exp()), a.detach(), b.detach(), lam)
-
-
-def fit_calibration(head: torch.nn.Module, cal: Readout, kind: str = "temperature",
-                    lams: Sequence[float] = (1e-1, 1e-2, 1e-3), holdout: float = 0.2, max_tokens: int = 20_000,
-                    seed: int = 0, iters: int = 100) -> Calibration:
-    """Fit a readout recalibration on calibration tokens (paper B's public-model procedure).
-
-    ``temperature``: one scalar T. ``affine``: z' = a ⊙ h + b (and T) with a ridge penalty λ(‖a − 1‖² + ‖b‖²)
-    shrinking the map toward the identity; λ is chosen from ``lams`` on a ``holdout`` fraction of the calibration
-    tokens, then the map is refit on all of them. At most ``max_tokens`` tokens are used (a seeded subsample)."""
-    if kind not in ("temperature", "affine"):
-        raise ValueError(f"calibration kind must be 'temperature' or 'affine', got {kind!r}")
-    head = _frozen(head)
-    g = np.random.default_rng(seed)
-    idx = np.arange(len(cal.y))
-    if len(idx) > max_tokens:
-        idx = np.sort(g.choice(idx, max_tokens, replace=False))
-    h, y = cal.h[idx], cal.y[idx]
-    if kind == "temperature":
-        with torch.no_grad():
-            logits = head(h)
-        return Calibration("temperature", fit_temperature(logits, y, iters))
-    perm = g.permutation(len(y))
-    n_hold = max(1, int(holdout * len(y)))
-    hold, fit = perm[:n_hold], perm[n_hold:]
-    best = None
-    for lam in lams:
-        c = _fit_affine(head, h[fit], y[fit], lam, iters)
-        with torch.no_grad():
-            nll = float(F.cross_entropy(c.logits(head, h[hold]), y[hold]))
-        if best is None or nll < best[0]:
-            best = (nll, lam)
-    return _fit_affine(head, h, y, best[1], iters)
-
-
-def _frozen(head: torch.nn.Module) -> torch.nn.Module:
-    """A copy of the head that no fit can change (the model's own head keeps requires_grad)."""
-    head = copy.deepcopy(head)
-    for p in head.parameters():
-        p.requires_grad_(False)
-    return head
-
-
 # ---------------------------------------------------------------------------------------------------- conditions
 @dataclass
 class Condition:
     schedule: str
     k: int
     raw: NLLStats
-    calibrated: dict[str, NLLStats]  # kind -> NLL after that recalibration
-    fits: dict[str, Calibration]
+    calibrated: dict[str, NLLStats]  # probe name -> NLL after that probe, fitted for this condition
+    fits: dict[str, FittedProbe]
 
 
-def evaluate_schedules(model, cal_batches: Callable[[], Iterable[EvalBatch]],
+def evaluate_schedules(model, cal_batches: Callable[[], Iterable[EvalBatch]] | None,
                        eval_batches: Callable[[], Iterable[EvalBatch]], schedules: Sequence[str], ks: Sequence[int],
-                       kinds: Sequence[str] = ("temperature", "affine"), in_sample: bool = False,
-                       device: str | torch.device = "cpu", progress: bool = False, **fit_kw) -> dict[tuple, Condition]:
-    """Raw and recalibrated NLL for each (schedule, k), with each recalibration fitted per condition on the
-    calibration documents (disjoint from the evaluation documents unless ``in_sample=True``, which fits on the
-    evaluation documents themselves, as paper B's recurrent script did)."""
-    head = model.head
+                       probes: Sequence[str] = ("head/temperature", "head/diagonal"), in_sample: bool = False,
+                       seed: int = 0, progress: bool = False, **fit_kw) -> dict[tuple, Condition]:
+    """Raw NLL for each (schedule, k), and NLL after each readout probe of ``tiedlm_lib.lens`` (named
+    "placement/form"; paper B's are head/temperature and head/diagonal) fitted per condition on the calibration
+    documents — disjoint from the evaluation documents unless ``in_sample=True``, which fits on the evaluation
+    documents themselves, as paper B's recurrent script did. ``fit_kw`` goes to ``lens.fit_probe`` (lams, iters)."""
+    specs = [_spec(p) for p in probes]
+    placements = sorted({s.placement for s in specs} | {"head"})
+    readouts = {pl: Readout(model, pl) for pl in placements}
+    full = plan(model.config.layout, "prefix", budget(model.config.layout))
+    tuned = any(s.form == "tuned" for s in specs)
     out = {}
     todo = [(s, k) for s in schedules for k in ks]
     for s, k in tqdm(todo, desc="DCP conditions", disable=not progress, leave=False):
         p = plan(model.config.layout, s, k)
-        ev = collect(model, eval_batches(), p, device)
-        cal = ev if in_sample else collect(model, cal_batches(), p, device)
-        if not in_sample and np.intersect1d(cal.docs, ev.docs).size:
-            raise ValueError("calibration and evaluation documents overlap: pass disjoint document sets (see "
-                             "split_documents), or in_sample=True to fit on the evaluation documents on purpose")
-        fits = {kind: fit_calibration(head, cal, kind, **fit_kw) for kind in kinds}
-        out[s, k] = Condition(s, k, ev.nll(head), {kind: ev.nll(head, c) for kind, c in fits.items()}, fits)
+        ev = {pl: collect_states(model, eval_batches(), p, pl) for pl in placements}
+        if in_sample:
+            cal = {pl: collect_states(model, eval_batches(), p, pl, full if tuned else None) for pl in placements}
+        else:
+            if cal_batches is None:
+                raise ValueError("cal_batches is None: pass calibration batches, or in_sample=True")
+            cal = {pl: collect_states(model, cal_batches(), p, pl, full if tuned else None) for pl in placements}
+            if np.intersect1d(cal["head"].doc, ev["head"].doc).size:
+                raise ValueError("calibration and evaluation documents overlap: pass disjoint document sets (see "
+                                 "split_documents), or in_sample=True to fit on the evaluation documents on purpose")
+        fits = {sp.name: fit_probe(readouts[sp.placement], cal[sp.placement], sp, seed=seed, **fit_kw)
+                for sp in specs}
+        out[s, k] = Condition(s, k, probe_nll(readouts["head"], ev["head"]),
+                              {n: probe_nll(readouts[f.spec.placement], ev[f.spec.placement], f)
+                               for n, f in fits.items()}, fits)
     return out
+
+
+def _spec(name: str) -> ProbeSpec:
+    parts = name.split("/")
+    if len(parts) != 2:
+        raise ValueError(f"a probe is named 'placement/form' (e.g. 'head/diagonal'), got {name!r}")
+    return ProbeSpec(*parts)
 
 
 # ---------------------------------------------------------------------------------------------------- bootstrap
@@ -235,14 +110,6 @@ def bootstrap_terms(conds: dict[str, NLLStats], terms: Callable[[dict[str, np.nd
                         level) for t in point}
 
 
-def calibration_terms(total: np.ndarray, calibrated_gap: np.ndarray) -> dict[str, np.ndarray]:
-    """The part of a naive gap that recalibrating the readout removes, and its share of the gap (elementwise: a
-    point or one value per bootstrap replicate)."""
-    with np.errstate(divide="ignore", invalid="ignore"):
-        return {"total": total, "calibrated gap": calibrated_gap, "calibration": total - calibrated_gap,
-                "calibration share": (total - calibrated_gap) / total}
-
-
 def decomposition_terms(v: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     """The DCP decomposition of the naive gap prefix(k_min) − prefix(k_max) (PROTOCOL §8). Condition keys:
     prefix_min, prefix_max, control_min, control_mid (the same-application-count schedule: paper B's repeat, or
@@ -255,18 +122,18 @@ def decomposition_terms(v: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
             **out}
 
 
-def readout_share(conditions: dict[tuple, Condition], k_min: int, k_max: int, kind: str = "affine",
+def readout_share(conditions: dict[tuple, Condition], k_min: int, k_max: int, probe: str = "head/diagonal",
                   n_boot: int = 5000, seed: int = 0) -> dict[str, Estimate]:
     """The naive prefix gap, the gap after recalibration, their difference and its share of the gap."""
     c_min, c_max = conditions["prefix", k_min], conditions["prefix", k_max]
-    return bootstrap_terms({"min": c_min.raw, "max": c_max.raw, "cal_min": c_min.calibrated[kind],
-                            "cal_max": c_max.calibrated[kind]},
+    return bootstrap_terms({"min": c_min.raw, "max": c_max.raw, "cal_min": c_min.calibrated[probe],
+                            "cal_max": c_max.calibrated[probe]},
                            lambda v: calibration_terms(v["min"] - v["max"], v["cal_min"] - v["cal_max"]),
                            n_boot, seed)
 
 
 def decompose(conditions: dict[tuple, Condition], k_min: int, k_mid: int, k_max: int, control: str = "repeat",
-              kind: str = "affine", n_boot: int = 5000, seed: int = 0) -> dict[str, Estimate]:
+              probe: str = "head/diagonal", n_boot: int = 5000, seed: int = 0) -> dict[str, Estimate]:
     """The decomposition from ``evaluate_schedules`` output (which must hold prefix and ``control`` at the ks)."""
     need = [("prefix", k_min), ("prefix", k_max), (control, k_min), (control, k_mid)]
     missing = [c for c in need if c not in conditions]
@@ -274,6 +141,6 @@ def decompose(conditions: dict[tuple, Condition], k_min: int, k_mid: int, k_max:
         raise ValueError(f"the decomposition needs conditions {missing}, which were not evaluated")
     conds = {"prefix_min": conditions["prefix", k_min].raw, "prefix_max": conditions["prefix", k_max].raw,
              "control_min": conditions[control, k_min].raw, "control_mid": conditions[control, k_mid].raw,
-             "cal_prefix_min": conditions["prefix", k_min].calibrated[kind],
-             "cal_prefix_max": conditions["prefix", k_max].calibrated[kind]}
+             "cal_prefix_min": conditions["prefix", k_min].calibrated[probe],
+             "cal_prefix_max": conditions["prefix", k_max].calibrated[probe]}
     return bootstrap_terms(conds, decomposition_terms, n_boot, seed)

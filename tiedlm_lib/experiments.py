@@ -12,6 +12,7 @@ from .registry import (  # noqa: F401
     continuation,
     experiment,
     get_scale,
+    intervention_arm,
     paper_config,
     sft_run,
     split_iters,

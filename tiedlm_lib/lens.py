@@ -36,7 +36,6 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from .data import PAD_ID, EvalBatch
-from .dcp import calibration_terms
 from .evaluation import NLLStats
 from .model import eval_mode
 from .schedules import Plan, budget, plan, run_core
@@ -177,7 +176,7 @@ class Probe(nn.Module):
 
     @property
     def temperature(self) -> float:
-        return float(self.log_t.exp()) if self.form == "temperature" else 1.0
+        return float(self.log_t.detach().exp()) if self.form == "temperature" else 1.0
 
 
 def _objective(probe: Probe, readout: Readout, s: States) -> torch.Tensor:
@@ -214,6 +213,11 @@ class FittedProbe:
     holdout_nll: dict[float, float] = field(default_factory=dict)
     iters: int = 0
     n_tokens: int = 0  # calibration tokens (real targets) it was fitted on
+
+    @property
+    def temperature(self) -> float:
+        """The fitted temperature (1 for every form but ``temperature``)."""
+        return self.probe.temperature
 
     @property
     def lam_at_edge(self) -> bool:
@@ -309,6 +313,14 @@ def probe_nll(model_or_readout, states: States, fitted: FittedProbe | None = Non
 
 
 # ---------------------------------------------------------------------------------------------------- shares
+def calibration_terms(total: np.ndarray, calibrated_gap: np.ndarray) -> dict[str, np.ndarray]:
+    """The part of a naive gap that recalibrating the readout removes, and its share of the gap (elementwise: a
+    point or one value per bootstrap replicate)."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return {"total": total, "calibrated gap": calibrated_gap, "calibration": total - calibrated_gap,
+                "calibration share": (total - calibrated_gap) / total}
+
+
 def _share_terms(raw_min, raw_max, cal_min, cal_max):
     """The raw gap ("total"), the gap left after each depth's own probe, the part the probes recover, its share."""
     return calibration_terms(raw_min - raw_max, cal_min - cal_max)
@@ -404,10 +416,12 @@ def share_by_probe(model, cal_batches, eval_batches, k_min: int, k_max: int | No
                                                      for p in plans)
         est, fits = calibration_share(model, spec, states[spec.placement, "cal"], states[spec.placement, "ev"],
                                       n_refit=n_refit, n_boot=n_boot, seed=seed, **fit_kw)
-        sh = est["calibration share"]
+        sh, cal = est["calibration share"], est["calibration"]
         rows.append({"probe": spec.name, "placement": spec.placement, "form": spec.form, "schedule": schedule,
                      "k_min": k_min, "k_max": k_max, "share": sh.point, "share lo": sh.lo, "share hi": sh.hi,
                      "raw gap": est["total"].point, "calibrated gap": est["calibrated gap"].point,
+                     "calibration": cal.point, "calibration lo": cal.lo, "calibration hi": cal.hi,
+                     "T k_min": fits[0].temperature, "T k_max": fits[1].temperature,
                      "lambda k_min": fits[0].lam, "lambda k_max": fits[1].lam,
                      "lambda at edge": fits[0].lam_at_edge or fits[1].lam_at_edge,
                      "calibration tokens": fits[0].n_tokens, "lbfgs iterations": fits[0].iters, "refits": n_refit})

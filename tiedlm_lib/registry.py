@@ -232,6 +232,23 @@ def continuation(base: RunConfig, name: str, steps: int, lr: float, **train: Any
     return RunConfig(name, base.scale, base.model, dataclasses.replace(base.train, **kw), base.data)
 
 
+INTERVENTION_ARMS = {"fixed": "fixed", "sampled": "uniform"}  # arm -> TrainConfig.depth_sampling
+
+
+def intervention_arm(base: RunConfig, arm: str, short_steps: int, steps: int | None = None, warmup: int = 100,
+                     lr: float | None = None) -> RunConfig:
+    """Paper B's training intervention on a single-depth run, as section 10 runs it: ``steps`` (default a quarter of
+    the scale's ``short_steps``) of continued training from ``base``'s final weights with a fresh AdamW, warm-up
+    ``warmup`` (capped at a quarter of the steps) then a constant lr (default a quarter of the base's peak), on a
+    fresh batch stream (data seed + 1000) shared by both arms. ``fixed``: the loss at full depth; ``sampled``: each
+    step trains a depth drawn uniformly from 1..N (a sampled-depth model)."""
+    if arm not in INTERVENTION_ARMS:
+        raise ValueError(f"arm must be one of {sorted(INTERVENTION_ARMS)}, got {arm!r}")
+    steps = steps or max(2, short_steps // 4)
+    return continuation(base, f"dcp-{arm}", steps, lr or base.train.lr / 4, depth_sampling=INTERVENTION_ARMS[arm],
+                        warmup=min(warmup, steps // 4), data_seed=base.train.data_seed + 1000)
+
+
 def sft_run(base: RunConfig, name: str, loss: str = "paper", steps: int | None = None, lr: float | None = None,
             conversations: str | None = None) -> RunConfig:
     """SFT from ``base``'s final weights as PROTOCOL §4.6: a fresh AdamW with default betas, constant lr (the paper:

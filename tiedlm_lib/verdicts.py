@@ -309,56 +309,79 @@ def _margin(single_gap: float) -> float:
     return margin_for(single_gap) if single_gap > 0 else MARGIN_NATS
 
 
+def _margins(single_gap: float) -> dict[str, float]:
+    """The stated margin (the stricter of the two) and each of the two alone: a verdict is given under each, so a
+    reader sees whether the conclusion depends on the margin."""
+    out = {"stated (stricter)": _margin(single_gap), f"absolute {MARGIN_NATS:g} nats": MARGIN_NATS}
+    if single_gap > 0:
+        out[f"relative {MARGIN_GAP_FRACTION:.0%} of the gap"] = MARGIN_GAP_FRACTION * single_gap
+    return out
+
+
+def _by_margin(units: Mapping[str, PerSeed], single_gaps: Mapping[str, float], test, good: str, bad: str,
+               any_bad: bool = True) -> tuple[str, dict[str, str], dict[str, dict[str, str]]]:
+    """The verdict under the stated margin (and its per-unit outcomes), and the verdict under each margin alone.
+    Reproduced when every unit's outcome is ``good``; not reproduced when some (``any_bad``) or every unit's is
+    ``bad``."""
+    names = list(_margins(min(single_gaps.values())))  # the relative margin only where every size has a gap
+    per: dict[str, dict[str, str]] = {}
+    verdicts_: dict[str, str] = {}
+    for name in names:
+        out = {u: test(list(ps.values()), _margins(single_gaps[u])[name]) for u, ps in units.items()}
+        per[name] = out
+        worse = any if any_bad else all
+        verdicts_[name] = verdict(all(o == good for o in out.values()), worse(o == bad for o in out.values()))
+    stated = names[0]
+    return verdicts_[stated], per[stated], {"verdict by margin": verdicts_, "outcomes by margin": per}
+
+
 def a6(costs: Mapping[str, PerSeed], single_gaps: Mapping[str, float]) -> Judgement:
     """Free exit after multi-depth training, as an equivalence test: the exit cost NLL(1) − min_k NLL(k) of the
     multi-depth model lies inside ±margin in every seed (two one-sided tests at the CI's level), the margin being
-    the stricter of MARGIN_NATS and MARGIN_GAP_FRACTION of the same size's single-depth gap."""
+    the stricter of MARGIN_NATS and MARGIN_GAP_FRACTION of the same size's single-depth gap. The verdict under each
+    margin alone is reported beside it."""
+    v, outcomes, by = _by_margin(costs, single_gaps, equivalence, "equivalent", "not equivalent")
     margins = {u: _margin(g) for u, g in single_gaps.items()}
-    outcomes = {u: equivalence(list(ps.values()), margins[u]) for u, ps in costs.items()}
-    v = verdict(all(o == "equivalent" for o in outcomes.values()),
-                any(o == "not equivalent" for o in outcomes.values()))
     return Judgement("A6", v, f"multi-depth exit cost NLL(1) - min_k NLL(k) is equivalent to 0 within +/-margin in "
                      f"every seed (95% CI inside), margin = min({MARGIN_NATS} nats, {MARGIN_GAP_FRACTION:.0%} of the "
-                     "single-depth k=1..K gap of the same size)",
-                     {u: seed_evidence(ps) | {"margin": margins[u], "outcome": outcomes[u]} for u, ps in costs.items()},
-                     "corrected", _basis("equivalence (TOST) per seed", costs, outcomes), outcomes)
+                     "single-depth k=1..K gap of the same size); verdict under each margin alone: "
+                     + ", ".join(f"{k}: {x}" for k, x in by["verdict by margin"].items()),
+                     {u: seed_evidence(ps) | {"margin": margins[u], "outcome": outcomes[u]} for u, ps in costs.items()}
+                     | by, "corrected", _basis("equivalence (TOST) per seed", costs, outcomes), outcomes)
 
 
-def a7(single_gap: Mapping[str, PerSeed], single_cost: Mapping[str, PerSeed], multi_gap: Mapping[str, PerSeed],
-       multi_cost: Mapping[str, PerSeed], single_gap_points: Mapping[str, float]) -> Judgement:
-    """The law at every size: the single-depth model scales with depth (gap above 0) and its exit is not free (exit
-    cost not equivalent to 0: CI wholly beyond the margin), while the multi-depth model's exit is free (equivalent)
-    and it does not scale (its gap equivalent to 0). Broken if a multi-depth model has both: a gap beyond the margin
-    and an exit cost within it, in every seed."""
-    margins = {u: _margin(g) for u, g in single_gap_points.items()}
-    out: dict[str, str] = {}
-    holds, broken = True, False
-    for u, m in margins.items():
-        sg, sc = sign(list(single_gap[u].values())), equivalence(list(single_cost[u].values()), m)
-        mg, mc = equivalence(list(multi_gap[u].values()), m), equivalence(list(multi_cost[u].values()), m)
-        out |= {f"{u} single gap": sg, f"{u} single exit cost": sc, f"{u} multi gap": mg, f"{u} multi exit cost": mc}
-        holds &= sg == "above 0" and sc == "not equivalent" and mc == "equivalent" and mg == "equivalent"
-        broken |= (mc == "equivalent" and mg == "not equivalent")
-    ev = {f"{u}/{kind}": {"gap": seed_evidence(g[u]), "exit cost": seed_evidence(c[u]), "margin": margins[u]}
-          for u in margins for kind, g, c in (("single", single_gap, single_cost), ("multi", multi_gap, multi_cost))}
-    return Judgement("A7", verdict(holds, broken), "at every size: single-depth gap CI above 0 and exit cost not "
-                     "equivalent to 0; multi-depth exit cost and depth gap both equivalent to 0 (margin as A6), in "
-                     "every seed; broken if a multi-depth model has a gap beyond the margin with a free exit",
-                     ev, "corrected", _basis("per-seed CIs and equivalence tests", single_gap, out), out)
+def a7(shallow_minus_deep: Mapping[str, PerSeed], single_gaps: Mapping[str, float]) -> Judgement:
+    """The law, across models: no model gets both free exit and depth scaling, so the multi-depth model exited at
+    k = 1 is worse than the single-depth model at full depth. Per size, multi NLL(1) − single NLL(K) (paired over
+    documents, same seed): reproduced when its CI lies wholly above +margin in every seed at every size (the free
+    exit costs the quality depth buys); not reproduced when at some size its CI upper end is below +margin in every
+    seed (a model exits at k = 1 as well as the deep model reads out at K: the law is broken). Margin as A6.
+    (Within one model the exit cost NLL(1) − min NLL is at least the depth gap NLL(1) − NLL(K) by definition, so a
+    within-model test of the law could not fail; this one can.)"""
+    v, outcomes, by = _by_margin(shallow_minus_deep, single_gaps, noninferiority, "inferior", "non-inferior")
+    margins = {u: _margin(g) for u, g in single_gaps.items()}
+    return Judgement("A7", v, "multi-depth NLL at k=1 minus single-depth NLL at k=K (same seed, paired over "
+                     "documents) has its 95% CI above +margin in every seed at every size (margin as A6); broken if "
+                     "at some size its CI upper end is below +margin in every seed; verdict under each margin alone: "
+                     + ", ".join(f"{k}: {x}" for k, x in by["verdict by margin"].items()),
+                     {u: seed_evidence(ps) | {"margin": margins[u], "outcome": outcomes[u]}
+                      for u, ps in shallow_minus_deep.items()} | by, "corrected",
+                     _basis("non-inferiority per seed (the law holds when inferior)", shallow_minus_deep, outcomes),
+                     outcomes)
 
 
 def a8(diffs: Mapping[str, PerSeed], single_gaps: Mapping[str, float]) -> Judgement:
     """Multi-depth supervision does not lower the quality ceiling: best multi-depth NLL − best single-depth NLL is
     non-inferior at the A6 margin in every seed (CI upper end below +margin: the upper of the two one-sided tests;
     a multi-depth model that is *better* also satisfies "does not lower"). Not reproduced if some size's CI lies
-    wholly above +margin in every seed."""
+    wholly above +margin in every seed. The verdict under each margin alone is reported beside it."""
+    v, outcomes, by = _by_margin(diffs, single_gaps, noninferiority, "non-inferior", "inferior")
     margins = {u: _margin(g) for u, g in single_gaps.items()}
-    outcomes = {u: noninferiority(list(ps.values()), margins[u]) for u, ps in diffs.items()}
-    v = verdict(all(o == "non-inferior" for o in outcomes.values()), any(o == "inferior" for o in outcomes.values()))
     return Judgement("A8", v, "best multi-depth NLL minus best single-depth NLL has its 95% CI upper end below +margin "
-                     "in every seed (non-inferiority; margin as A6), masked NLL",
-                     {u: seed_evidence(ps) | {"margin": margins[u], "outcome": outcomes[u]} for u, ps in diffs.items()},
-                     "corrected", _basis("non-inferiority per seed", diffs, outcomes), outcomes)
+                     "in every seed (non-inferiority; margin as A6), masked NLL; verdict under each margin alone: "
+                     + ", ".join(f"{k}: {x}" for k, x in by["verdict by margin"].items()),
+                     {u: seed_evidence(ps) | {"margin": margins[u], "outcome": outcomes[u]} for u, ps in diffs.items()}
+                     | by, "corrected", _basis("non-inferiority per seed", diffs, outcomes), outcomes)
 
 
 # --- sections 05-08: benchmark, 2x2, loops, SFT --------------------------------------------------------------------
@@ -529,15 +552,31 @@ def a18(last_over_first: Mapping[str, Mapping[int, float]], protocol: str, where
 
 
 def a19(r: Mapping[str, PerSeed], protocol: str, where: str, small: str, large: str) -> Judgement:
-    """A weak probe, stronger at the larger size: every seed's r has its CI inside (0, 0.5) at both sizes and the
-    larger size's mean r exceeds the smaller's. Not reproduced if some CI lies above 0.5 or at/below 0."""
+    """A weak probe, stronger at the larger size: every seed's r has its CI inside (0, 0.5) at both sizes, and the
+    larger size's r exceeds the smaller's — per seed the difference large − small with a conservative CI (large.lo −
+    small.hi, large.hi − small.lo); over several seeds the t-interval of the per-seed differences must lie above 0,
+    with one seed that seed's conservative CI. Not reproduced if at some size every seed's CI lies above 0.5 (not
+    weak) or at/below 0 (no probe); seeds that split are inconclusive."""
     weak = all(0 < e.lo and e.hi < 0.5 for ps in r.values() for e in ps.values())
-    contra = any(e.lo > 0.5 or e.hi <= 0 for ps in r.values() for e in ps.values())
-    stronger = _mean(r[large]) > _mean(r[small])
-    return Judgement("A19", verdict(weak and stronger, contra), f"{where}: 95% CI of r inside (0, 0.5) at both "
-                     "sizes in every seed, and the larger size's mean r above the smaller's",
-                     {u: seed_evidence(ps) for u, ps in r.items()} | {"larger size stronger": stronger}, protocol,
-                     f"per-seed 95% CIs, {_seeds(_n_seeds(r))}")
+    contra = any(all(e.lo > 0.5 for e in ps.values()) or all(e.hi <= 0 for e in ps.values()) for ps in r.values())
+    diffs = {sd: Estimate(r[large][sd].point - r[small][sd].point, r[large][sd].lo - r[small][sd].hi,
+                          r[large][sd].hi - r[small][sd].lo) for sd in r[large] if sd in r[small]}
+    if not diffs:
+        raise ValueError(f"A19 needs the same seeds at both sizes ({small}, {large})")
+    if len(diffs) > 1:
+        sp = spread(list(diffs.values()))
+        diff_lo, diff_hi = sp.lo, sp.hi
+    else:
+        diff_lo, diff_hi = next(iter(diffs.values())).lo, next(iter(diffs.values())).hi
+    stronger = diff_lo > 0
+    return Judgement("A19", verdict(weak and stronger, contra), f"{where}: 95% CI of r inside (0, 0.5) at both sizes "
+                     f"in every seed, and r({large}) - r({small}) above 0 (t-interval over seeds of the per-seed "
+                     "differences; one seed: its conservative CI); not reproduced if at some size every seed's CI is "
+                     "above 0.5 or at/below 0",
+                     {u: seed_evidence(ps) for u, ps in r.items()}
+                     | {f"r({large}) - r({small})": seed_evidence(diffs) | {"interval": [diff_lo, diff_hi]},
+                        "larger size stronger": stronger}, protocol,
+                     f"per-seed 95% CIs, {_seeds(_n_seeds(r))}; the size difference over seeds")
 
 
 # --- section 10: the Depth Control Protocol ------------------------------------------------------------------------
@@ -568,7 +607,7 @@ def b1(app: Mapping[str, PerSeed], cal: Mapping[str, PerSeed], total: Mapping[st
     return Judgement("B1", verdict(holds, contra), "extension (frozen control): on every single-depth model the "
                      "application-count term prefix(1) - frozen(1) and the head/diagonal calibration term both have "
                      f"CIs excluding 0 in every seed, and neither exceeds {1 - TERM_FRACTION:.0%} of the total",
-                     ev, "corrected", _basis("per-seed 95% CIs", app, out), out)
+                     ev, "extension", _basis("per-seed 95% CIs", app, out), out)
 
 
 def b2(looped: Mapping[str, PerSeed], dense: PerSeed) -> Judgement:
@@ -582,7 +621,7 @@ def b2(looped: Mapping[str, PerSeed], dense: PerSeed) -> Judgement:
     return Judgement("B2", verdict(holds, contra), "extension (frozen control): looped models: prefix(1) - frozen(1) "
                      "above 0 in every seed; dense model: prefix(1) - repeat(1) below 0 in every seed",
                      {m: seed_evidence(ps) for m, ps in looped.items()} | {"dense": seed_evidence(dense)},
-                     "corrected", _basis("per-seed 95% CIs", looped, out), out)
+                     "extension", _basis("per-seed 95% CIs", looped, out), out)
 
 
 def share_answer(per_model: Mapping[str, PerSeed], threshold: float = SHARE_THRESHOLD) -> str:
@@ -599,29 +638,33 @@ def share_answer(per_model: Mapping[str, PerSeed], threshold: float = SHARE_THRE
     return "inconclusive"
 
 
-def headline_probe(shares: Mapping[str, Mapping[str, PerSeed]]) -> str:
-    """The probe with the largest mean share: a probe's share is a lower bound on the part of the gap that is
-    correctable at the readout, so the most capable probe bounds it most tightly."""
-    return max(shares, key=lambda p: float(sum(e.point for ps in shares[p].values() for e in ps.values())))
+HEADLINE_PROBE = "loop/tuned"
+"""The probe Q1's and B3's corrected answers come from, named before any share was computed (not the largest share,
+which would pick the answer after seeing it): the tuned-lens translator (the literature's standard probe of what a
+truncated state can read out) at the loop's output, so that everything trained on full-depth states — the layers after
+the loop, the final norm and the head — is downstream of the map."""
 
 
-def q1(shares: Mapping[str, Mapping[str, PerSeed]], paper_probe: str = "head/diagonal") -> Judgement:
+def q1(shares: Mapping[str, Mapping[str, PerSeed]], paper_probe: str = "head/diagonal",
+       headline: str = HEADLINE_PROBE) -> Judgement:
     """How much of the single-depth gap is correctable at the readout, per probe (placement/form): *yes* (≥ a fifth)
     when the probe's share CI lower end is ≥ SHARE_THRESHOLD on every single-depth model and seed, *no* when every
-    CI upper end is below it. The ledger's answer is the headline probe's (the largest share), and the criterion
-    names it beside paper B's probe and every other probe's answer."""
+    CI upper end is below it. The ledger's answer is the pre-named ``headline`` probe's, and the criterion names it
+    beside paper B's probe and every other probe's answer."""
+    if headline not in shares:
+        raise ValueError(f"Q1 is answered by the pre-named probe {headline!r}, which was not fitted (got "
+                         f"{sorted(shares)})")
     per_probe = {p: share_answer(m) for p, m in shares.items()}
-    best = headline_probe(shares)
-    a = {"seeds disagree": "inconclusive"}.get(per_probe[best], per_probe[best])
+    a = {"seeds disagree": "inconclusive"}.get(per_probe[headline], per_probe[headline])
     others = "; ".join(f"{p}: {v}" for p, v in per_probe.items())
     return Judgement("Q1", a, f"share of the single-depth k=1..N gap recovered by a readout probe, >= "
                      f"{SHARE_THRESHOLD:g} (CI lower end, every model and seed) for yes, < {SHARE_THRESHOLD:g} "
-                     f"(CI upper end) for no. Answer from probe {best} (the largest share); paper B's {paper_probe}: "
-                     f"{per_probe.get(paper_probe, 'not fitted')}. Per probe: {others}",
+                     f"(CI upper end) for no. Answer from probe {headline} (named before the numbers); paper B's "
+                     f"{paper_probe}: {per_probe.get(paper_probe, 'not fitted')}. Per probe: {others}",
                      {p: {m: seed_evidence(ps) for m, ps in models.items()} | {"answer": per_probe[p]}
-                      for p, models in shares.items()} | {"headline probe": best, "threshold": SHARE_THRESHOLD},
+                      for p, models in shares.items()} | {"headline probe": headline, "threshold": SHARE_THRESHOLD},
                      "corrected",
-                     _basis("per-seed 95% CIs including refits", shares[best], per_probe), per_probe)
+                     _basis("per-seed 95% CIs including refits", shares[headline], per_probe), per_probe)
 
 
 def b3(shares: Mapping[str, PerSeed], dense: PerSeed, probe: str, protocol: str) -> Judgement:
@@ -698,7 +741,7 @@ def b6(terms: Mapping[str, Mapping[str, PerSeed]]) -> Judgement:
                      "two of the four terms have CIs excluding 0 in every seed and no term reaches "
                      f"{1 - TERM_FRACTION:.0%} of the total in any seed (the schedule terms telescope to the total by "
                      "construction: checked, not judged)",
-                     {m: {n: seed_evidence(t[n]) for n in (*names, "total")} for m, t in terms.items()}, "corrected",
+                     {m: {n: seed_evidence(t[n]) for n in (*names, "total")} for m, t in terms.items()}, "extension",
                      f"per-seed 95% CIs, {_seeds(_n_seeds(next(iter(terms.values()))))}", out)
 
 

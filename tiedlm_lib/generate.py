@@ -77,11 +77,15 @@ def filter_logits(logits: torch.Tensor, top_k: int | None, top_p: float | None) 
     return out
 
 
+def distribution(logits: torch.Tensor, history: Sequence[int], cfg: SamplingConfig) -> torch.Tensor:
+    """The sampling distribution (V,) after the repetition penalty on ``history``, temperature, top-k and top-p."""
+    logits = apply_penalty(logits.float(), history, cfg.repetition_penalty, cfg.penalty)
+    return filter_logits(logits / cfg.temperature, cfg.top_k, cfg.top_p).softmax(-1)
+
+
 def next_token(logits: torch.Tensor, history: Sequence[int], cfg: SamplingConfig,
                generator: torch.Generator) -> int:
-    logits = apply_penalty(logits.float(), history, cfg.repetition_penalty, cfg.penalty)
-    logits = filter_logits(logits / cfg.temperature, cfg.top_k, cfg.top_p)
-    return int(torch.multinomial(logits.softmax(-1), 1, generator=generator))
+    return int(torch.multinomial(distribution(logits, history, cfg), 1, generator=generator))
 
 
 @torch.no_grad()

@@ -1,0 +1,175 @@
+"""Self-speculative decoding: greedy output identical to plain greedy decoding for every layout of the paper, the
+sampling distribution equal to the full model's (and a draft-only sampler caught by the same test), the block
+applications it reports equal to the ones it ran, and clear errors on bad input."""
+
+import itertools
+
+import numpy as np
+import pytest
+import torch
+from conftest import tiny_model
+
+from tiedlm_lib.generate import SamplingConfig, distribution, generate
+from tiedlm_lib.lens import ProbeSpec, collect_states, fit_probe
+from tiedlm_lib.schedules import plan
+from tiedlm_lib.speculative import generate as spec_generate
+
+GREEDY = SamplingConfig(top_k=1, top_p=None, repetition_penalty=1.0)
+LAYOUTS = ["S A*6 S", "S S A*8 S S", "S A*4 S B*4 S", "S A*3 B*3 C*3 S", "S A*4 B*4"]
+
+
+def _prompt(n, vocab=37, seed=0):
+    return torch.randint(4, vocab, (n,), generator=torch.Generator().manual_seed(seed)).tolist()
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+@pytest.mark.parametrize("block", ["paper", "residual"])
+def test_greedy_is_exactly_plain_greedy_decoding(layout, block):
+    m = tiny_model(layout, block=block, seq=48, dtype=torch.float64)
+    first = m.core_segments[0].iters
+    for n_prompt, d, L in [(1, 1, 3), (5, first - 1, 4), (7, max(1, first // 2), 1), (3, 2, 9)]:
+        prompt = _prompt(n_prompt, seed=n_prompt)
+        want = generate(m, prompt, SamplingConfig(**{**GREEDY.__dict__, "max_new": 20}))
+        got, info = spec_generate(m, prompt, 20, d, L)
+        assert got == want, (layout, d, L)
+        assert info.new_tokens == 20 and 0 <= info.accepted <= info.drafted
+        assert info.rounds == 20 - info.accepted  # each round adds its accepted tokens plus one
+
+
+def test_greedy_is_exact_in_float32_and_a_shallow_draft_is_accepted_often_on_a_model_that_barely_uses_depth():
+    m = tiny_model("S A*6 S", seq=64)
+    with torch.no_grad():  # a loop that barely moves the state: the draft and the full model agree
+        m.blocks["A"].alpha_logit.fill_(-20.0)
+    prompt = _prompt(6)
+    want = generate(m, prompt, SamplingConfig(**{**GREEDY.__dict__, "max_new": 40}))
+    got, info = spec_generate(m, prompt, 40, 1, 8)
+    assert got == want and info.acceptance > 0.7
+    # fewer sequential block calls than plain decoding, though more position-applications (the draft's own work)
+    assert info.calls < 0.6 * info.plain_calls and info.applications > info.plain_applications
+
+
+def test_the_applications_it_reports_are_the_ones_it_ran():
+    m = tiny_model("S A*4 S B*4 S", seq=48)
+    calls = []
+    hooks = [b.register_forward_hook(lambda mod, i, o: calls.append(o.shape[1])) for b in m.blocks.values()]
+    try:
+        _, info = spec_generate(m, _prompt(5), 17, 2, 3)
+        plain_calls = len(calls)
+        generate(m, _prompt(5), SamplingConfig(**{**GREEDY.__dict__, "max_new": 17}))
+        plain = calls[plain_calls:]
+        calls = calls[:plain_calls]
+    finally:
+        for h in hooks:
+            h.remove()
+    assert info.applications == sum(calls) and info.calls == len(calls)  # a call over T positions: T applications
+    assert info.plain_applications == sum(plain) == (5 + 17 - 1) * (1 + 4 + 1 + 4 + 1)
+    assert info.plain_calls == len(plain)
+
+
+def test_stop_tokens_end_generation_and_are_included():
+    m = tiny_model("S A*6 S", seq=48, dtype=torch.float64)
+    prompt = _prompt(4)
+    full = generate(m, prompt, SamplingConfig(**{**GREEDY.__dict__, "max_new": 30}))
+    stop = full[7]
+    want = full[:full.index(stop) + 1]
+    got, _ = spec_generate(m, prompt, 30, 2, 5, stop=[stop])
+    assert got == want
+
+
+@pytest.mark.parametrize("placement,form", [("head", "diagonal"), ("loop", "full"), ("head", "temperature")])
+def test_a_draft_probe_changes_acceptance_never_the_output(placement, form):
+    m = tiny_model("S A*6 S", seq=48, dtype=torch.float32)
+    x = torch.randint(4, 37, (16, 12), generator=torch.Generator().manual_seed(1))
+    from tiedlm_lib.data import EvalBatch
+    batches = [EvalBatch(x[i:i + 4], torch.roll(x[i:i + 4], -1, 1), torch.arange(i, i + 4)) for i in range(0, 16, 4)]
+    full = plan(m.config.layout, "prefix", 6)
+    states = collect_states(m, batches, plan(m.config.layout, "prefix", 2), placement, full=full)
+    fitted = fit_probe(m, states, ProbeSpec(placement, form), iters=5)
+    prompt = _prompt(5)
+    want = generate(m, prompt, SamplingConfig(**{**GREEDY.__dict__, "max_new": 25}))
+    got, info = spec_generate(m, prompt, 25, 2, 4, probe=fitted)
+    plain, info0 = spec_generate(m, prompt, 25, 2, 4)
+    assert got == want == plain
+    assert info.drafted > 0 and info0.drafted > 0
+
+
+def _joint(model, prompt, cfg, depth=None):
+    """The exact distribution of the first two sampled tokens, {(t1, t2): p}, from the model's logits."""
+    V = model.config.vocab_size
+    with torch.no_grad():
+        p1 = distribution(model(torch.tensor([prompt]), depth=depth)[0, -1], prompt[-cfg.penalty_window:], cfg)
+        out = {}
+        for t1 in range(V):
+            if p1[t1] == 0:
+                continue
+            p2 = distribution(model(torch.tensor([prompt + [t1]]), depth=depth)[0, -1],
+                              prompt[-cfg.penalty_window:] + [t1], cfg)
+            for t2 in range(V):
+                out[t1, t2] = float(p1[t1] * p2[t2])
+    return out
+
+
+def _chi2(counts, probs, n):
+    """Pearson's statistic over cells with expected count >= 5 (the rest pooled), and its degrees of freedom."""
+    cells = sorted(probs, key=probs.get, reverse=True)
+    big = [c for c in cells if probs[c] * n >= 5]
+    rest = [c for c in cells if probs[c] * n < 5]
+    obs = [counts.get(c, 0) for c in big] + [sum(counts.get(c, 0) for c in rest)]
+    exp = [probs[c] * n for c in big] + [sum(probs[c] for c in rest) * n]
+    stat = sum((o - e) ** 2 / e for o, e in zip(obs, exp) if e > 0)
+    return stat, len(obs) - 1
+
+
+@pytest.mark.parametrize("cfg,seed,std", [
+    (SamplingConfig(top_k=None, top_p=None, repetition_penalty=1.0), 2, 2.0),
+    (SamplingConfig(top_k=4, top_p=0.95, temperature=0.8, repetition_penalty=1.5), 5, 3.0)])
+def test_sampling_follows_the_full_models_distribution(cfg, seed, std):
+    m = tiny_model("S A*4 S", vocab=6, seq=16, seed=seed)  # models whose depth-1 draft is far from the full model
+    with torch.no_grad():
+        torch.nn.init.normal_(m.head.weight, std=std, generator=torch.Generator().manual_seed(3))
+    prompt = [1, 4, 2]
+    target = _joint(m, prompt, cfg)
+    draft = _joint(m, prompt, cfg, depth=1)
+    tv = 0.5 * sum(abs(target.get(c, 0.0) - draft.get(c, 0.0)) for c in set(target) | set(draft))
+    assert tv > 0.1, "the draft must differ from the full model for this test to mean anything"
+    n = 1200
+    counts: dict = {}
+    for s in range(n):
+        toks, _ = spec_generate(m, prompt, 2, 1, 2, sampling=cfg, seed=s)
+        counts[tuple(toks)] = counts.get(tuple(toks), 0) + 1
+    stat, df = _chi2(counts, target, n)
+    crit = df + 4.0 * np.sqrt(2 * df)  # far in the tail (chi2 sd = sqrt(2 df)): a correct sampler fails ~never
+    assert stat < crit, (stat, df)
+    # the same test rejects a sampler that skips the correction: the draft's own distribution
+    g = np.random.default_rng(0)
+    cells = list(draft)
+    idx = g.choice(len(cells), n, p=np.array([draft[c] for c in cells]) / sum(draft.values()))
+    draft_counts = {c: int(k) for c, k in zip(*np.unique(idx, return_counts=True))}
+    draft_counts = {cells[i]: k for i, k in draft_counts.items()}
+    assert _chi2(draft_counts, target, n)[0] > crit
+
+
+def test_bad_input_is_refused_with_a_clear_error():
+    m = tiny_model("S A*4 S", seq=16)
+    with pytest.raises(ValueError, match="draft_depth must be an integer in 1..3"):
+        spec_generate(m, [5, 6], 4, 4, 2)
+    with pytest.raises(ValueError, match="draft_len must be a positive integer"):
+        spec_generate(m, [5, 6], 4, 2, 0)
+    with pytest.raises(ValueError, match="exceeds max_seq_len 16"):
+        spec_generate(m, [5] * 10, 7, 2, 2)
+    with pytest.raises(ValueError, match="at least one token"):
+        spec_generate(m, [], 4, 2, 2)
+    with pytest.raises(ValueError, match="no tied loop"):
+        spec_generate(tiny_model("S*3", seq=16), [5], 4, 1, 2)
+    with pytest.raises(ValueError, match="lens.FittedProbe"):
+        spec_generate(m, [5], 4, 1, 2, probe=object())
+
+
+def test_every_layout_and_depth_pair_agrees_on_short_runs():
+    """A sweep: for each paper layout (scaled down), every draft depth and a few draft lengths give plain greedy."""
+    for layout in LAYOUTS:
+        m = tiny_model(layout, seq=32, dtype=torch.float64, seed=5)
+        prompt = _prompt(3, seed=9)
+        want = generate(m, prompt, SamplingConfig(**{**GREEDY.__dict__, "max_new": 10}))
+        for d, L in itertools.product(range(1, m.core_segments[0].iters), (1, 2, 5)):
+            assert spec_generate(m, prompt, 10, d, L)[0] == want, (layout, d, L)

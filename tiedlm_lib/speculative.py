@@ -1,0 +1,244 @@
+"""Exact self-speculative decoding for looped models: draft at a shallow depth, verify at full depth, and reuse every
+block application the two share.
+
+A looped model truncated to d iterations per loop is a draft model that costs nothing to keep: it *is* the full model
+for everything up to the first loop's d-th iteration. So with one KV cache per block application (``TiedLM.apply``):
+
+    prelude ─ first loop, iterations 0..d−1 ─┬─ [draft]  rest of the core at depth d ─ coda ─ head   (draft caches)
+       (shared: computed once, by the draft)  └─ [full]   first loop d..K−1 ─ rest of the core ─ coda ─ head
+
+The draft proposes ``draft_len`` tokens one at a time; the full model then verifies the whole block in one parallel
+pass that *continues from iteration d* on the states the draft left (the layers before the loop and the first d
+iterations are never recomputed). In a layout with several loops the shared part is the longest common prefix of the
+two application sequences — the prelude and the first loop's first d iterations; later loops start from a different
+state and run in full, and the layers after the last loop read z_d in the draft and z_K in the full model, so their
+caches are never shared. The longest agreeing prefix is accepted plus the full model's next token, and every cache is
+rolled back to the accepted length.
+
+Greedy mode returns exactly the tokens of plain greedy decoding at full depth. Sampling mode uses the speculative
+rejection rule (accept a drafted token t with probability min(1, p(t)/q(t)), else draw from max(0, p − q)), so its
+output distribution equals the full model's sampling distribution (the same temperature, top-k, top-p and repetition
+penalty applied to both p and q, see ``tiedlm_lib.generate``).
+
+``z, info = deq(f, z0)`` style: ``tokens, info = generate(...)``; ``info`` counts rounds, drafted and accepted tokens,
+block *calls* (sequential steps, each over any number of positions) and block *applications* (one block on one
+position), each against what plain cached decoding at full depth does. Speculation never computes fewer applications
+than plain decoding — the draft's own layers and rejected positions are extra work; reusing the shared prefix only
+keeps verification from doing the draft's work twice. What it saves is sequential calls: at batch size 1 a block call
+over L + 1 positions costs about what a call over one position costs, so the time per token follows the calls.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import torch
+
+from .generate import SamplingConfig, distribution
+from .model import eval_mode
+
+
+@dataclass
+class SpeculativeInfo:
+    """What one call did: draft/verify rounds, tokens drafted and accepted, and block applications computed (plain
+    cached decoding at full depth computes ``plain_applications`` for the same tokens)."""
+
+    rounds: int = 0
+    drafted: int = 0
+    accepted: int = 0
+    new_tokens: int = 0
+    applications: int = 0
+    plain_applications: int = 0
+    calls: int = 0  # block calls, each over any number of positions: the sequential steps
+    plain_calls: int = 0
+
+    @property
+    def acceptance(self) -> float:
+        """Share of drafted tokens the full model accepted."""
+        return self.accepted / self.drafted if self.drafted else float("nan")
+
+    @property
+    def tokens_per_round(self) -> float:
+        return self.new_tokens / self.rounds if self.rounds else float("nan")
+
+
+def _truncate(cache: dict, n: int) -> None:
+    """Roll every KV slot of ``cache`` back to its first n positions."""
+    for slot in cache.values():
+        if slot:
+            slot[:] = [slot[0][:, :, :n], slot[1][:, :, :n]]
+
+
+class _Stack:
+    """The model split at the draft depth: the shared part, the full model's rest and the draft's rest, each one
+    call, each counting the block applications it computes."""
+
+    def __init__(self, model, d: int, probe=None):
+        core = model.core_segments
+        if not model.loop_names:
+            raise ValueError(f"layout {model.config.layout!r} has no tied loop: there is no shallow draft to take")
+        first = core[0]
+        if not isinstance(d, int) or isinstance(d, bool) or not 1 <= d < first.iters:
+            raise ValueError(f"draft_depth must be an integer in 1..{first.iters - 1} (the first loop, "
+                             f"{first.name}, runs {first.iters} iterations), got {d!r}")
+        if probe is not None and getattr(probe, "spec", None) is None:
+            raise ValueError("probe must be a lens.FittedProbe (fitted for the draft depth), got "
+                             f"{type(probe).__name__}")
+        self.model, self.d, self.first, self.rest, self.probe = model, d, first, core[1:], probe
+        self.applications = 0
+        self.calls = 0
+        self.n_prelude, self.n_coda = len(model.prelude_segments), len(model.coda_segments)
+        self.per_token_full = self.n_prelude + sum(s.iters for s in core) + self.n_coda
+
+    def shared(self, tokens: torch.Tensor, start: int, cache: dict) -> torch.Tensor:
+        """Embedding, prelude and the first loop's iterations 0..d−1: identical in the draft and the full model."""
+        m = self.model
+        z = m.loop(self.first.name, m.prelude(m.embed(tokens, start), cache), self.d, 0, cache)
+        self._count(tokens.shape[1], self.n_prelude + self.d)
+        return z
+
+    def _count(self, positions: int, calls: int) -> None:
+        self.calls += calls
+        self.applications += positions * calls
+
+    def _rest(self, z: torch.Tensor, depth: int | None, cache: dict) -> torch.Tensor:
+        m = self.model
+        for s in self.rest:
+            k = 1 if s.kind == "std" else (s.iters if depth is None else depth)
+            z = m.apply(z, s.name, 0, cache) if s.kind == "std" else m.loop(s.name, z, k, 0, cache)
+            self._count(z.shape[1], k)
+        return z
+
+    def full(self, z_d: torch.Tensor, cache: dict) -> torch.Tensor:
+        """Logits of the full model from the shared states z_d: the first loop from iteration d on, the rest of the
+        core at its trained depths, the coda."""
+        m = self.model
+        z = m.loop(self.first.name, z_d, self.first.iters, self.d, cache)
+        self._count(z_d.shape[1], self.first.iters - self.d)
+        z = m.coda(self._rest(z, None, cache), cache)
+        self._count(z_d.shape[1], self.n_coda)
+        return m.readout(z)
+
+    def draft(self, z_d: torch.Tensor, cache: dict) -> torch.Tensor:
+        """Logits of the draft from the shared states z_d: the rest of the core at depth d, the coda, the head (and
+        the probe, if one was given, where it was fitted)."""
+        m, p = self.model, self.probe
+        z = self._rest(z_d, self.d, cache)
+        if p is not None and p.spec.placement == "loop":
+            z = p.probe(z)
+        x = m.head_input(m.coda(z, cache))
+        self._count(z_d.shape[1], self.n_coda)
+        if p is not None and p.spec.placement == "head":
+            x = p.probe(x)
+        logits = m.head(x)
+        return logits / p.temperature if p is not None and p.spec.form == "temperature" else logits
+
+
+def _check(model, prompt: Sequence[int], max_new: int, draft_len: int) -> list[int]:
+    prompt = [int(t) for t in prompt]
+    if not prompt:
+        raise ValueError("the prompt must hold at least one token")
+    if not isinstance(max_new, int) or max_new < 1:
+        raise ValueError(f"max_new must be a positive integer, got {max_new!r}")
+    if not isinstance(draft_len, int) or draft_len < 1:
+        raise ValueError(f"draft_len must be a positive integer, got {draft_len!r}")
+    if len(prompt) + max_new > model.config.max_seq_len:
+        raise ValueError(f"prompt of {len(prompt)} tokens + max_new {max_new} exceeds max_seq_len "
+                         f"{model.config.max_seq_len}")
+    return prompt
+
+
+@torch.no_grad()
+def generate(model, prompt: Sequence[int], max_new: int, draft_depth: int, draft_len: int,
+             sampling: SamplingConfig | None = None, seed: int = 42, probe=None, stop: Sequence[int] = ()
+             ) -> tuple[list[int], SpeculativeInfo]:
+    """Up to ``max_new`` new tokens after ``prompt``, drafted ``draft_len`` at a time at ``draft_depth`` and verified at
+    full depth (see the module docstring). ``sampling=None``: greedy, exactly plain greedy decoding's tokens;
+    otherwise the speculative rejection rule, the full model's sampling distribution (``sampling.max_new`` is
+    ignored). ``probe``: a ``lens.FittedProbe`` fitted for the draft depth, applied to the draft's readout only.
+    Stops early after a ``stop`` id (included)."""
+    prompt = _check(model, prompt, max_new, draft_len)
+    stack = _Stack(model, draft_depth, probe)
+    g = torch.Generator().manual_seed(seed)
+    window = prompt[-sampling.penalty_window:] if sampling is not None and sampling.penalty_window else []
+    info = SpeculativeInfo()
+    full_cache: dict = {}  # shared part + the full model's rest, one slot per application
+    draft_cache: dict = {}  # the draft's rest
+    with eval_mode(model):
+        n = len(prompt)
+        lag: list[torch.Tensor] = []  # z_d of the positions after those the draft's rest has seen, in order
+        if n > 1:  # prefill: every prompt token but the last, through both paths
+            z_d = stack.shared(torch.tensor([prompt[:-1]]), 0, full_cache)
+            stack.full(z_d, full_cache)
+            stack.draft(z_d, draft_cache)
+        seq, new = list(prompt), []
+        stopped = False
+        while len(new) < max_new and not stopped:
+            n = len(seq)
+            L = min(draft_len, max_new - len(new) - 1)
+            drafted: list[int] = []
+            qs: list[torch.Tensor] = []
+            shared_states: list[torch.Tensor] = []
+            tok, pos = seq[-1], n - 1
+            for _ in range(L):
+                z_d = stack.shared(torch.tensor([[tok]]), pos, full_cache)
+                shared_states.append(z_d)
+                x = torch.cat([*lag, z_d], 1)
+                logits = stack.draft(x, draft_cache)[0, -1]
+                lag = []
+                if sampling is None:
+                    t = int(logits.argmax())
+                else:
+                    q = distribution(logits, window + new + drafted, sampling)
+                    t = int(torch.multinomial(q, 1, generator=g))
+                    qs.append(q)
+                drafted.append(t)
+                tok, pos = t, pos + 1
+            shared_states.append(stack.shared(torch.tensor([[tok]]), pos, full_cache))
+            if not drafted:  # nothing drafted: this position's draft state still lags behind
+                lag.append(shared_states[-1])
+            p_logits = stack.full(torch.cat(shared_states, 1), full_cache)[0]  # (L + 1, V): positions n-1..n+L-1
+            m, bonus = _accept(p_logits, drafted, qs, window + new, sampling, g)
+            info.rounds += 1
+            info.drafted += len(drafted)
+            info.accepted += m
+            out = drafted[:m] + [bonus]
+            for i, t in enumerate(out):
+                if t in stop:
+                    out, stopped = out[:i + 1], True
+                    break
+            seq += out
+            new += out
+            _truncate(full_cache, n + m)  # positions 0..n+m-1 hold accepted tokens; n+m is the next pending one
+            if drafted and m == len(drafted):  # the last drafted token's shared state is valid; the draft never saw it
+                lag = [shared_states[-1]]
+            elif drafted:  # the draft saw positions up to n+L-2; keep what was accepted
+                _truncate(draft_cache, n + m)
+                lag = []
+    info.new_tokens = len(new)
+    info.applications = stack.applications
+    info.plain_applications = (len(prompt) + len(new) - 1) * stack.per_token_full
+    info.calls = stack.calls
+    info.plain_calls = len(new) * stack.per_token_full  # the prompt in one pass, then one pass per token
+    return new, info
+
+
+def _accept(p_logits: torch.Tensor, drafted: list[int], qs: list[torch.Tensor], history: list[int],
+            sampling: SamplingConfig | None, g: torch.Generator) -> tuple[int, int]:
+    """How many drafted tokens the full model accepts, and the token it adds after them."""
+    if sampling is None:
+        full = p_logits.argmax(-1).tolist()
+        m = next((i for i, t in enumerate(drafted) if full[i] != t), len(drafted))
+        return m, int(full[m])
+    for i, t in enumerate(drafted):
+        p = distribution(p_logits[i], history + drafted[:i], sampling)
+        q = qs[i]
+        if float(torch.rand((), generator=g)) * float(q[t]) < float(p[t]):  # accept with prob min(1, p(t)/q(t))
+            continue
+        residual = (p - q).clamp_min(0)
+        total = float(residual.sum())
+        r = residual / total if total > 0 else p
+        return i, int(torch.multinomial(r, 1, generator=g))
+    p = distribution(p_logits[len(drafted)], history + drafted, sampling)
+    return len(drafted), int(torch.multinomial(p, 1, generator=g))

@@ -2,7 +2,8 @@
 # # 11 · The claims ledger
 #
 # Every section judged the claims it tests and wrote a verdict to `paper/<scale>/claims.json`: the criterion it used,
-# the protocol (the paper's, faithful to the original code, or the corrected one) and the numbers behind it. This
+# the protocol (the paper's, faithful to the original code; the corrected one; or an *extension*, a control this
+# project added) and the numbers behind it. This
 # section collects the ledger into one table — for every claim of paper A and paper B: what the paper reported, what
 # this reproduction measured, the verdict and the protocol it holds under — and lists what the reproduction found that
 # the papers did not say. It runs last; claims whose section has not run at this scale are listed as pending.
@@ -200,11 +201,6 @@ findings = [
 ]
 ev = {e["id"] + "/" + e["protocol"]: e for e in entries}
 
-
-def has(key, verdict):
-    return key in ev and ev[key]["verdict"] == verdict
-
-
 finding = probe_finding(ledger)
 if finding:
     findings.append(finding[0].upper() + finding[1:] + " (section 10).")
@@ -233,10 +229,11 @@ if "B5/corrected" in ev:
                     f"{b5['verdict']}, section 10).")
 if "Q6/both" in ev:
     q6 = ev["Q6/both"]
-    d = mean([x for blk in q6["evidence"].values() if isinstance(blk, dict) for x in seed_points(blk)])
-    if q6["verdict"] == "yes":
+    above = [m for m, blk in q6["evidence"].items() if isinstance(blk, dict) and blk.get("outcome") == "above 0"]
+    d = mean([x for m in above for x in seed_points(q6["evidence"][m])])
+    if q6["verdict"] == "yes" and above:
         findings.append(f"Sequences a model trained on score {d:.3f} nats lower real-token NLL than unseen ones in the "
-                        "same draw (mean over models and seeds; Q6 yes, section 05).")
+                        f"same draw ({', '.join(above)}, mean over seeds; Q6 yes, section 05).")
     elif q6["verdict"] == "no":
         findings.append("Within one draw, sequences a model trained on score no measurably lower real-token NLL than "
                         "unseen ones (Q6 no, section 05).")

@@ -151,7 +151,9 @@ def test_evaluate_schedules_fits_on_disjoint_documents_and_refuses_overlap():
     c = out["prefix", 1]
     assert c.raw.masked > 0 and c.calibrated["head/temperature"].doc_index.tolist() == sorted(ev.tolist())
     assert c.raw.n_real.sum() == len(ev) * 5  # 8 positions, the last 3 targets pad (two pads + the shifted end)
-    assert c.fits["head/diagonal"].lam is not None and c.fits["head/temperature"].temperature > 0
+    assert c.fits["head/diagonal"].lam in c.fits["head/diagonal"].lam_grid
+    assert abs(c.fits["head/temperature"].temperature - 1) > 1e-3  # a random head is not calibrated
+    assert c.calibrated["head/temperature"].masked < c.raw.masked  # and the fitted temperature helps on new documents
     # the raw NLL is the model's own at that plan, independently computed
     x = torch.cat([b.inputs for b in _batches(ev.tolist())()])
     with torch.no_grad():

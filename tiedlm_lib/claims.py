@@ -58,7 +58,7 @@ REPORTED: dict[str, str] = {
     "A4": 'τ 0.4: k̄ 12.1, 5.98; τ 0.95: k̄ 26.7, 6.21; uniform k=16: 4.43',
     "A5": 'qualitative',
     "A6": '7M 4.40 vs 4.38; 23M 4.298 vs 4.260',
-    "A7": 'both sizes',
+    "A7": 'multi NLL(1) − single NLL(30), from the sweeps: 7M +0.041, 23M +0.047',
     "A8": '23M 4.251 both; 7M 4.36 → 4.34',
     "A9": '6.45 → 3.50 GB; 143 → 69 ms; +0.03 NLL at 1000 steps',
     "A10": '+1.36 real-token NLL (3.867 vs 2.508)',

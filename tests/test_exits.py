@@ -1,0 +1,139 @@
+"""Exit criteria: the per-depth features equal an independent recomputation, rules exit where their thresholds say,
+no rule beats the oracle at agreeing with full depth, and Learn-then-Test thresholds keep their guarantee over many
+calibration draws (and refuse an ε they cannot certify)."""
+
+import math
+
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+from conftest import tiny_model
+
+from tiedlm_lib.data import EvalBatch, shift_targets
+from tiedlm_lib.exits import (
+    CRITERIA,
+    DepthFeatures,
+    ExitProbe,
+    collect_features,
+    confidence,
+    curve,
+    exit_depths,
+    ltt_threshold,
+    oracle_depths,
+    outcome,
+)
+
+
+def _batches(n_docs=12, T=10, vocab=37, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randint(4, vocab, (n_docs, T), generator=g)
+    x[::3, -3:] = 0  # some right padding
+    return [EvalBatch(x[i:i + 4], shift_targets(x[i:i + 4]), torch.arange(i, i + 4)) for i in range(0, n_docs, 4)]
+
+
+@pytest.mark.parametrize("layout", ["S A*4 S", "S A*3 S B*3 S"])
+def test_features_equal_an_independent_recomputation(layout):
+    m = tiny_model(layout, seq=10, dtype=torch.float64)
+    batches = _batches()
+    f = collect_features(m, batches)
+    K = 4 if layout == "S A*4 S" else 3
+    assert f.K == K
+    x = torch.cat([b.inputs for b in batches])
+    y = torch.cat([b.targets for b in batches])
+    real = y != 0
+    with torch.no_grad():
+        logits = {k: m(x, depth=k) for k in range(1, K + 1)}
+        zs = {k: m.core(m.prelude(m.embed(x)), k) for k in range(1, K + 1)}
+    for k in range(1, K + 1):
+        logp = F.log_softmax(logits[k], -1)
+        np.testing.assert_allclose(f.nll[:, k - 1], -logp.gather(-1, y[..., None])[..., 0][real].numpy(), rtol=1e-9)
+        np.testing.assert_allclose(f.maxprob[:, k - 1], logp.exp().amax(-1)[real].numpy(), rtol=1e-9)
+        top_full = logits[K].argmax(-1)[real].numpy()
+        assert (f.agree[:, k - 1] == (logits[k].argmax(-1)[real].numpy() == top_full)).all()
+        if k > 1:
+            prev = F.log_softmax(logits[k - 1], -1)
+            kl = (logp.exp() * (logp - prev)).sum(-1)[real].numpy()
+            np.testing.assert_allclose(f.kl[:, k - 1], kl, rtol=1e-7, atol=1e-12)
+            ch = ((zs[k] - zs[k - 1]).norm(dim=-1) / zs[k - 1].norm(dim=-1))[real].numpy()
+            np.testing.assert_allclose(f.change[:, k - 1], ch, rtol=1e-9)
+    assert np.isinf(f.kl[:, 0]).all() and (f.stable[:, 0] == 1).all()
+    assert len(f.doc) == int(real.sum())
+
+
+def test_rules_exit_at_their_first_confident_depth_and_never_beat_the_oracle():
+    m = tiny_model("S A*6 S", seq=10)
+    f = collect_features(m, _batches(n_docs=24))
+    orc = oracle_depths(f)
+    assert f.agree[np.arange(len(orc)), orc].all()
+    for c in CRITERIA:
+        conf = confidence(f, c)
+        for tau in np.quantile(conf[np.isfinite(conf)], [0.2, 0.5, 0.9]):
+            d = exit_depths(conf, tau)
+            hit = conf >= tau
+            for i in range(0, len(d), 7):
+                want = np.flatnonzero(hit[i])[0] if hit[i].any() else f.K - 1
+                assert d[i] == want
+            agreed = f.agree[np.arange(len(d)), d]
+            assert (d[agreed] >= orc[agreed]).all()  # whenever a rule agrees with full depth, it is not earlier
+    with pytest.raises(ValueError, match="criterion must be one of"):
+        confidence(f, "luck")
+
+
+def test_the_curve_has_cis_around_its_points_and_ends_at_full_depth():
+    m = tiny_model("S A*6 S", seq=10)
+    f = collect_features(m, _batches(n_docs=24))
+    rows = curve(f, confidence(f, "maxprob"), [0.0, 0.5, 2.0], n_boot=200)
+    assert rows[0]["avg depth"] == 1.0 and rows[-1]["avg depth"] == 6.0 and rows[-1]["agreement"] == 1.0
+    for r in rows:
+        for key in ("avg depth", "nll", "agreement"):
+            assert r[f"{key} lo"] - 1e-12 <= r[key] <= r[f"{key} hi"] + 1e-12
+    assert outcome(f, oracle_depths(f))["agreement"] == 1.0
+
+
+def _synthetic(n_docs, rng, K=8, per_doc=30):
+    """Tokens whose top token settles at a random depth; max-prob rises with depth and settles with it."""
+    settle = rng.integers(0, K, size=(n_docs, per_doc)).reshape(-1)
+    k = np.arange(K)
+    agree = k[None, :] >= settle[:, None]
+    noise = rng.normal(0, 0.1, size=(len(settle), K))
+    maxprob = np.clip(0.3 + 0.5 * agree + noise, 0, 1)
+    z = np.zeros((len(settle), K))
+    return DepthFeatures(z, agree, maxprob, z, z, z, np.ones_like(z, dtype=np.int64),
+                         np.repeat(np.arange(n_docs), per_doc))
+
+
+def test_learn_then_test_keeps_its_guarantee_over_calibration_draws():
+    rng = np.random.default_rng(0)
+    taus = np.linspace(0.2, 1.0, 17)
+    eps, delta = 0.15, 0.1
+    violations, depths = [], []
+    for draw in range(60):
+        cal, test = _synthetic(100, rng), _synthetic(400, rng)
+        tau, tests = ltt_threshold(cal, confidence(cal, "maxprob"), taus, eps, delta)
+        assert tests[0]["tau"] == max(taus)  # tested from the most conservative threshold down
+        if tau is None:
+            continue
+        d = exit_depths(confidence(test, "maxprob"), tau)
+        rate = 1 - test.agree[np.arange(len(d)), d].mean()
+        violations.append(rate > eps)
+        depths.append(d.mean() + 1)
+    assert len(violations) > 40  # the guarantee buys something here
+    assert np.mean(violations) <= delta
+    assert np.mean(depths) < 8  # and it exits early on average
+    # an ε below what any threshold achieves is refused, not certified
+    cal = _synthetic(100, rng)
+    assert ltt_threshold(cal, confidence(cal, "maxprob"), [0.1, 0.2], 0.01, 0.1)[0] is None
+    with pytest.raises(ValueError, match="eps and delta"):
+        ltt_threshold(cal, confidence(cal, "maxprob"), taus, 0.0, 0.1)
+
+
+def test_the_learned_exit_probe_ranks_agreeing_depths_higher():
+    rng = np.random.default_rng(1)
+    f = _synthetic(60, rng)
+    probe = ExitProbe.fit(f)
+    g = _synthetic(60, rng)  # fresh documents
+    conf = probe.confidence(g)
+    pos, neg = conf[g.agree], conf[~g.agree]
+    auc = (pos[:, None] > neg[None, :1000]).mean()
+    assert auc > 0.9 and math.isfinite(float(conf.sum()))

@@ -1,0 +1,243 @@
+"""Per-token adaptive depth: exit criteria against the oracle, and exit thresholds with a statistical guarantee.
+
+One pass per evaluation sequence reads out every depth 1..K of the loop and keeps, for each real target and depth,
+what an exit rule may look at — the max-softmax probability (paper A's rule), the entropy, the KL divergence from the
+previous depth's distribution, the relative change of the loop state, how many depths in a row the top token has
+not changed — and what it is judged by: the target's NLL at that depth and whether its top token equals the
+full-depth one. Every rule is a *confidence* that grows as the model settles; a token exits at the first depth whose
+confidence reaches the threshold τ (else at K). The **oracle** exits at the earliest depth whose top token equals the
+full-depth top token: no rule that looks only at depths up to its exit can agree with full depth more cheaply.
+
+Sequences are read out with full causal passes, one sequence's positions never seeing another's (batch rows are
+independent), so the per-depth readouts are what batch-size-1 decoding at that depth would give if every earlier
+position had run at full depth — the usual analysis of exit rules, not a simulation of a KV cache with exited
+positions.
+
+**Exits with a guarantee** (``ltt_threshold``): Learn-then-Test (Angelopoulos et al., 2021) over a threshold grid on
+calibration documents. For a user's ε and δ it picks the most aggressive τ such that, with probability ≥ 1 − δ over
+the calibration documents, the long-run share of tokens whose exit token differs from the full-depth token is at most
+ε. Documents are the independent unit: for document i with n_i real targets and d_i disagreements, the loss
+ℓ_i = (d_i − ε·n_i) / n_max lies in a range of width 1 and E[ℓ] ≤ 0 exactly when E[d] / E[n] ≤ ε (the token-level
+rate); Hoeffding's inequality gives each τ a p-value for H0: E[ℓ] > 0, and fixed-sequence testing from the most
+conservative τ down controls the family-wise error at δ.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from .data import PAD_ID, EvalBatch
+from .model import eval_mode
+from .stats import bootstrap_indices
+
+CRITERIA = ("maxprob", "entropy", "kl", "state change", "stability")
+
+
+@dataclass
+class DepthFeatures:
+    """Per real target (n rows) and depth 1..K (columns): what exit rules see and what they are judged by."""
+
+    nll: np.ndarray  # (n, K) the target's NLL at each depth
+    agree: np.ndarray  # (n, K) bool: top token at depth k == top token at depth K
+    maxprob: np.ndarray  # (n, K)
+    entropy: np.ndarray  # (n, K) nats
+    kl: np.ndarray  # (n, K) KL(p_k || p_{k-1}); +inf at k = 1 (nothing to compare with)
+    change: np.ndarray  # (n, K) ‖z_k − z_{k−1}‖ / ‖z_{k−1}‖ of the loop state; +inf at k = 1
+    stable: np.ndarray  # (n, K) how many depths up to k in a row have had the same top token (1 at k = 1)
+    doc: np.ndarray  # (n,) document of each row
+
+    @property
+    def K(self) -> int:
+        return self.nll.shape[1]
+
+    def select(self, docs: Sequence[int]) -> DepthFeatures:
+        """The rows of these documents (each once, in the original order)."""
+        m = np.isin(self.doc, np.asarray(docs))
+        return DepthFeatures(*(getattr(self, f)[m] for f in ("nll", "agree", "maxprob", "entropy", "kl", "change",
+                                                              "stable", "doc")))
+
+
+@torch.no_grad()
+def collect_features(model, batches: Iterable[EvalBatch]) -> DepthFeatures:
+    """Read out every depth 1..K (K: the first loop's trained depth; every loop at k) for every real target."""
+    K = model.core_segments[0].iters if model.loop_names else None
+    if K is None:
+        raise ValueError(f"layout {model.config.layout!r} has no tied loop: there is no depth to exit at")
+    cols: dict[str, list] = {k: [] for k in ("nll", "top", "maxprob", "entropy", "kl", "change")}
+    docs = []
+    with eval_mode(model):
+        for b in batches:
+            real = b.targets != PAD_ID
+            per: dict[str, list] = {k: [] for k in cols}
+            prev_logp, prev_z = None, None
+            for _, z in model.iter_core(b.inputs, range(1, K + 1)):
+                logp = F.log_softmax(model.readout(model.coda(z)).double(), -1)  # (B, T, V)
+                p = logp.exp()
+                per["nll"].append(-logp.gather(-1, b.targets.clamp_min(0)[..., None])[..., 0])
+                per["top"].append(logp.argmax(-1))
+                per["maxprob"].append(p.amax(-1))
+                per["entropy"].append(-(p * logp).sum(-1))
+                inf = torch.full(real.shape, math.inf, dtype=torch.float64)
+                per["kl"].append(inf if prev_logp is None else (p * (logp - prev_logp)).sum(-1))
+                per["change"].append(inf if prev_z is None else
+                                     ((z - prev_z).norm(dim=-1) / prev_z.norm(dim=-1).clamp_min(1e-12)).double())
+                prev_logp, prev_z = logp, z
+            for k in cols:
+                cols[k].append(torch.stack(per[k], -1)[real])  # (n_b, K)
+            docs.append(b.doc_index[:, None].expand_as(real)[real])
+    if not docs:
+        raise ValueError("no evaluation batches were given")
+    c = {k: torch.cat(v).numpy() for k, v in cols.items()}
+    top = c["top"]
+    stable = np.ones_like(top, dtype=np.int64)
+    for k in range(1, K):
+        stable[:, k] = np.where(top[:, k] == top[:, k - 1], stable[:, k - 1] + 1, 1)
+    return DepthFeatures(c["nll"].astype(np.float64), top == top[:, -1:], c["maxprob"].astype(np.float64),
+                         c["entropy"].astype(np.float64), c["kl"].astype(np.float64), c["change"].astype(np.float64),
+                         stable, torch.cat(docs).numpy())
+
+
+def confidence(f: DepthFeatures, criterion: str) -> np.ndarray:
+    """(n, K) confidence of a rule, higher = more settled: max-prob; minus the entropy; minus the KL from the previous
+    depth; minus the relative state change; the top token's run length."""
+    if criterion == "maxprob":
+        return f.maxprob
+    if criterion == "entropy":
+        return -f.entropy
+    if criterion == "kl":
+        return -f.kl
+    if criterion == "state change":
+        return -f.change
+    if criterion == "stability":
+        return f.stable.astype(np.float64)
+    raise ValueError(f"criterion must be one of {CRITERIA}, got {criterion!r}")
+
+
+def exit_depths(conf: np.ndarray, tau: float) -> np.ndarray:
+    """0-based exit depth index per row: the first depth whose confidence reaches ``tau``, else the last."""
+    hit = conf >= tau
+    first = hit.argmax(1)
+    return np.where(hit.any(1), first, conf.shape[1] - 1)
+
+
+def oracle_depths(f: DepthFeatures) -> np.ndarray:
+    """0-based earliest depth whose top token equals the full-depth top token."""
+    return f.agree.argmax(1)  # the last column always agrees
+
+
+def outcome(f: DepthFeatures, depth_idx: np.ndarray) -> dict[str, float]:
+    """Average depth (1-based), NLL and agreement with full depth of exiting each row at ``depth_idx``."""
+    rows = np.arange(len(depth_idx))
+    return {"avg depth": float(depth_idx.mean() + 1), "nll": float(f.nll[rows, depth_idx].mean()),
+            "agreement": float(f.agree[rows, depth_idx].mean())}
+
+
+def _doc_sums(f: DepthFeatures, depth_idx: np.ndarray) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+    docs, pos = np.unique(f.doc, return_inverse=True)
+    rows = np.arange(len(depth_idx))
+    sums = {"n": np.bincount(pos, minlength=len(docs)).astype(float),
+            "depth": np.bincount(pos, weights=depth_idx + 1.0, minlength=len(docs)),
+            "nll": np.bincount(pos, weights=f.nll[rows, depth_idx], minlength=len(docs)),
+            "agreement": np.bincount(pos, weights=f.agree[rows, depth_idx].astype(float), minlength=len(docs))}
+    return docs, sums
+
+
+def curve(f: DepthFeatures, conf: np.ndarray, taus: Sequence[float], n_boot: int = 500, seed: int = 0,
+          level: float = 0.95) -> list[dict]:
+    """Quality against average depth for each threshold, with document-bootstrap percentile CIs on each."""
+    idx = None
+    rows = []
+    for tau in taus:
+        d = exit_depths(conf, tau)
+        docs, s = _doc_sums(f, d)
+        if idx is None:
+            idx = bootstrap_indices(len(docs), n_boot, seed)
+        row = {"tau": float(tau), **outcome(f, d)}
+        q = (1 - level) / 2
+        n_rep = s["n"][idx].sum(1)
+        for key, name in (("depth", "avg depth"), ("nll", "nll"), ("agreement", "agreement")):
+            rep = s[key][idx].sum(1) / n_rep
+            row[f"{name} lo"], row[f"{name} hi"] = float(np.quantile(rep, q)), float(np.quantile(rep, 1 - q))
+        rows.append(row)
+    return rows
+
+
+# ---------------------------------------------------------------------------------------------------- learned rule
+@dataclass
+class ExitProbe:
+    """Logistic regression from a depth's readout features to P(top token at this depth == full-depth top token),
+    fitted on calibration documents; its predicted probability is the rule's confidence."""
+
+    w: np.ndarray
+    b: float
+    mean: np.ndarray
+    scale: np.ndarray
+
+    @staticmethod
+    def design(f: DepthFeatures) -> np.ndarray:
+        """(n, K, 6): max-prob, entropy, KL and state change (log1p, infinities at k = 1 as 0 with a first-depth
+        flag), run length / K, k / K."""
+        K = f.K
+        kl = np.where(np.isfinite(f.kl), np.log1p(np.maximum(f.kl, 0)), 0.0)
+        ch = np.where(np.isfinite(f.change), np.log1p(f.change), 0.0)
+        k = np.broadcast_to(np.arange(1, K + 1) / K, f.nll.shape)
+        return np.stack([f.maxprob, f.entropy, kl, ch, f.stable / K, k], -1)
+
+    @classmethod
+    def fit(cls, f: DepthFeatures, iters: int = 200, l2: float = 1e-3) -> ExitProbe:
+        X = cls.design(f).reshape(-1, 6)
+        y = f.agree.reshape(-1).astype(np.float64)
+        mean, scale = X.mean(0), X.std(0) + 1e-9
+        Xt = torch.tensor((X - mean) / scale)
+        yt = torch.tensor(y)
+        w = torch.zeros(6, dtype=torch.float64, requires_grad=True)
+        b = torch.zeros((), dtype=torch.float64, requires_grad=True)
+        opt = torch.optim.LBFGS([w, b], max_iter=iters, line_search_fn="strong_wolfe")
+
+        def closure():
+            opt.zero_grad()
+            loss = F.binary_cross_entropy_with_logits(Xt @ w + b, yt) + l2 * (w ** 2).sum()
+            loss.backward()
+            return loss
+
+        opt.step(closure)
+        return cls(w.detach().numpy(), float(b.detach()), mean, scale)
+
+    def confidence(self, f: DepthFeatures) -> np.ndarray:
+        z = ((self.design(f) - self.mean) / self.scale) @ self.w + self.b
+        return 1 / (1 + np.exp(-z))
+
+
+# ---------------------------------------------------------------------------------------------------- guarantee
+def hoeffding_pvalue(losses: np.ndarray) -> float:
+    """p-value of H0: E[loss] > 0 for i.i.d. losses in a range of width 1 (Hoeffding's inequality)."""
+    m = len(losses)
+    mean = float(np.mean(losses))
+    return 1.0 if mean >= 0 else float(math.exp(-2 * m * mean ** 2))
+
+
+def ltt_threshold(f: DepthFeatures, conf: np.ndarray, taus: Sequence[float], eps: float, delta: float
+                  ) -> tuple[float | None, list[dict]]:
+    """The most aggressive τ of ``taus`` whose token disagreement rate is certified ≤ ε with probability ≥ 1 − δ
+    (see the module docstring), and the test of every τ tried. None if not even the most conservative τ passes."""
+    if not 0 < eps < 1 or not 0 < delta < 1:
+        raise ValueError(f"eps and delta must lie in (0, 1), got eps={eps!r}, delta={delta!r}")
+    docs, pos = np.unique(f.doc, return_inverse=True)
+    n = np.bincount(pos, minlength=len(docs)).astype(float)
+    n_max = n.max()
+    chosen, tests = None, []
+    for tau in sorted(taus, reverse=True):  # from the most conservative (latest exits) down
+        d = exit_depths(conf, tau)
+        dis = np.bincount(pos, weights=(~f.agree[np.arange(len(d)), d]).astype(float), minlength=len(docs))
+        p = hoeffding_pvalue((dis - eps * n) / n_max)
+        tests.append({"tau": float(tau), "disagreement": float(dis.sum() / n.sum()), "p": p, "rejected": p <= delta})
+        if p > delta:
+            break  # fixed-sequence testing stops at the first null it cannot reject
+        chosen = float(tau)
+    return chosen, tests

@@ -108,7 +108,7 @@ def test_learn_then_test_keeps_its_guarantee_over_calibration_draws():
     taus = np.linspace(0.2, 1.0, 17)
     eps, delta = 0.15, 0.1
     violations, depths = [], []
-    for draw in range(60):
+    for _ in range(60):
         cal, test = _synthetic(100, rng), _synthetic(400, rng)
         tau, tests = ltt_threshold(cal, confidence(cal, "maxprob"), taus, eps, delta)
         assert tests[0]["tau"] == max(taus)  # tested from the most conservative threshold down

@@ -21,7 +21,7 @@ def test_there_are_notebooks_and_each_has_both_forms():
     assert {p.stem for p in SOURCES} >= {"01_architecture", "02_backprop", "03_depth_scaling", "04_tradeoff",
                                          "05_padding_benchmark", "06_iso_param_2x2", "07_multi_loop",
                                          "08_sft_generation", "09_negative_results", "10_depth_control_protocol",
-                                         "11_claims"}
+                                         "11_claims", "12_depth_at_inference"}
     ipynbs = {p.stem for p in (ROOT / "notebooks").glob("*.ipynb")}
     assert ipynbs == {p.stem for p in SOURCES}
 

@@ -364,3 +364,24 @@ def test_forest_rows_take_the_spread_over_seeds_and_each_criterions_threshold():
     assert one == [{"unit": "dense", "point": 0.5, "lo": 0.4, "hi": 0.6, "seeds": 1, "threshold": 0.2}]
     nested = V.forest_rows(V.q3({"small": seeds(NOISE)}, {"small": seeds(UP)}).evidence)
     assert [r["unit"] for r in nested] == ["residual / small", "paper / small"]
+
+
+# --- section 12 ----------------------------------------------------------------------------------------------------
+
+def test_q7_selects_on_one_seed_and_confirms_on_the_others():
+    fast, slow = E(1.8, 1.6, 2.0), E(1.1, 1.0, 1.2)
+    j = check(V.q7({"d4 L4": seeds(fast, fast, fast), "d1 L2": seeds(slow, slow, slow)}), "yes", "Q7")
+    assert j.evidence["selected"] == "d4 L4"
+    check(V.q7({"d4 L4": seeds(slow, slow), "d1 L2": seeds(E(1.2, 1.0, 1.4), slow)}), "no")
+    # the best configuration on the first seed is not confirmed on the second
+    check(V.q7({"d4 L4": seeds(fast, E(1.5, 1.3, 1.7)), "d1 L2": seeds(slow, slow)}), "inconclusive")
+    assert "same seed" in check(V.q7({"d4 L4": seeds(fast)}), "yes").basis
+
+
+def test_q8_q9():
+    check(V.q8({0: 10.0, 1: 12.0}, 16, 0.1, 0.1, "v3"), "yes", "Q8")
+    check(V.q8({0: 15.5, 1: 16.0}, 16, 0.1, 0.1, "v3"), "no")
+    assert "seeds disagree" in check(V.q8({0: 10.0, 1: 16.0}, 16, 0.1, 0.1, "v3"), "inconclusive").basis
+    check(V.q9({"v3/s0": (3, 50), "v4/s0": (5, 50)}, 0.1), "yes", "Q9")
+    check(V.q9({"v3/s0": (20, 50)}, 0.1), "no")  # 40% of splits against delta 10%
+    check(V.q9({"v3/s0": (7, 50)}, 0.1), "inconclusive")  # above delta, not significantly

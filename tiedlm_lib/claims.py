@@ -48,6 +48,10 @@ CLAIMS: dict[str, str] = {
     "Q4": "Do the 2x2 and multi-loop gaps (A13-A15) exceed their confidence intervals across seeds?",
     "Q5": "Is the long-horizon phantom penalty (A10) specific to the paper's loop-input phantom form?",
     "Q6": "Does evaluating on sequences the model trained on change the benchmark's conclusions (A11-A14)?",
+    "Q7": "Does self-speculative decoding buy wall-clock speed (>= 1.5x greedy tokens/s) at exact outputs on the "
+          "multi-depth model?",
+    "Q8": "Does an exit with a guarantee (Learn-then-Test) save depth on the single-depth model?",
+    "Q9": "Does the exit guarantee hold on unseen documents (violation rate <= delta across calibration splits)?",
 }
 
 # What each paper reported for the claim (docs/claims.md's "reported" column; paper B's numbers from PROTOCOL §8).

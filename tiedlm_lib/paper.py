@@ -44,7 +44,8 @@ intervals for every claim."""
 
 def notebooks(root: Path | None = None, only: list[str] | None = None) -> list[Path]:
     root = root or project_root()
-    nbs = sorted((root / "notebooks").glob("[0-9][0-9]_*.ipynb"))
+    # in number order, the claims ledger last: it collects every other section's verdicts
+    nbs = sorted((root / "notebooks").glob("[0-9][0-9]_*.ipynb"), key=lambda p: (p.stem == "11_claims", p.stem))
     if only:
         names = {p.stem for p in nbs}
         unknown = [n for n in only if n not in names]

@@ -757,5 +757,70 @@ def b6(terms: Mapping[str, Mapping[str, PerSeed]]) -> Judgement:
                      f"per-seed 95% CIs, {_seeds(_n_seeds(next(iter(terms.values()))))}", out)
 
 
+# --- section 12: depth at inference --------------------------------------------------------------------------------
+
+SPEEDUP_TARGET = 1.5  # "buys wall-clock speed": at least 1.5x the greedy tokens/s of plain cached decoding
+DEPTH_SAVING = 0.1  # "saves depth": the guaranteed exit's average depth at most (1 - 0.1) x K
+
+
+def q7(speedups: Mapping[str, PerSeed], target: float = SPEEDUP_TARGET) -> Judgement:
+    """Does self-speculative decoding buy ≥ ``target``× greedy tokens/s at identical outputs (the benchmark refuses
+    to time an output that differs)? ``speedups`` maps a configuration (draft depth, length) to each seed's speed-up
+    with its CI over prompts. The configuration is *selected* on the first seed (best point) and *confirmed* on the
+    others: yes if its CI lower end is ≥ target in every other seed (one seed: in that seed, selection unconfirmed);
+    no if every configuration's CI upper end is below target in every seed; otherwise inconclusive."""
+    if not speedups:
+        raise ValueError("Q7 needs at least one configuration's speed-ups")
+    first = min(next(iter(speedups.values())))
+    best = max(speedups, key=lambda c: speedups[c][first].point)
+    others = {s: e for s, e in speedups[best].items() if s != first} or {first: speedups[best][first]}
+    yes = all(e.lo >= target for e in others.values())
+    no = all(e.hi < target for ps in speedups.values() for e in ps.values())
+    n = len(speedups[best])
+    return Judgement("Q7", answer(yes, no), f"greedy tokens/s of self-speculative decoding over plain cached decoding "
+                     f"at full depth (identical outputs checked): the configuration best on seed {first} ({best}) has "
+                     f"its CI lower end >= {target:g} in every other seed (yes); every configuration's CI upper end < "
+                     f"{target:g} in every seed (no)",
+                     {c: seed_evidence(ps) for c, ps in speedups.items()} | {"selected": best, "threshold": target},
+                     "corrected", f"per-seed CIs over prompts, {_seeds(n)}" + (
+                         "; selected and judged on the same seed" if n == 1 else f"; selected on seed {first}"))
+
+
+def q8(avg_depth: Mapping[int, float], K: int, eps: float, delta: float, model: str) -> Judgement:
+    """Does an exit with a guarantee save depth? ``avg_depth``: per seed, the guaranteed exit's average depth on
+    unseen documents, averaged over calibration splits (a split whose ε cannot be certified runs at full depth K).
+    yes if it is ≤ (1 − DEPTH_SAVING)·K in every seed, no if above it in every seed, else inconclusive."""
+    bound = (1 - DEPTH_SAVING) * K
+    outs = {s: d <= bound for s, d in avg_depth.items()}
+    return Judgement("Q8", answer(all(outs.values()), not any(outs.values())), f"{model}: the Learn-then-Test exit "
+                     f"(eps {eps:g}, delta {delta:g}) averages at most {bound:g} of {K} depths on unseen documents in "
+                     "every seed (yes), above it in every seed (no)",
+                     {f"s{s}": {"average depth": d, "saves depth": outs[s]} for s, d in avg_depth.items()}
+                     | {"bound": bound}, "corrected",
+                     f"per-seed means over calibration splits, {_seeds(len(avg_depth))}"
+                     + ("; seeds disagree" if len(set(outs.values())) > 1 else ""))
+
+
+def q9(violations: Mapping[str, tuple[int, int]], delta: float, alpha: float = 0.01) -> Judgement:
+    """Does the guarantee hold? Per unit (model, seed, rule, ε): (splits whose test-document disagreement exceeded ε,
+    splits). yes if every unit's violation frequency is ≤ δ; no if some unit's count is significantly above δ
+    (one-sided binomial test at ``alpha``); otherwise inconclusive."""
+    if not violations:
+        raise ValueError("Q9 needs at least one unit's violation count")
+
+    def p_above(k: int, n: int) -> float:  # P(X >= k) for X ~ Binomial(n, delta)
+        return float(sum(math.comb(n, i) * delta ** i * (1 - delta) ** (n - i) for i in range(k, n + 1)))
+
+    freq = {u: k / n for u, (k, n) in violations.items()}
+    sig = {u: p_above(k, n) < alpha for u, (k, n) in violations.items()}
+    return Judgement("Q9", answer(all(f <= delta for f in freq.values()), any(sig.values())),
+                     f"the share of calibration splits whose guaranteed exit disagrees with full depth on more than "
+                     f"eps of the unseen documents' tokens is <= delta = {delta:g} for every model, seed, rule and eps "
+                     f"(yes); some unit significantly above delta (binomial, p < {alpha:g}) (no)",
+                     {u: {"violations": k, "splits": n, "frequency": freq[u], "significantly above delta": sig[u]}
+                      for u, (k, n) in violations.items()}, "corrected",
+                     f"violation counts over calibration splits, {len(violations)} units")
+
+
 def judgement_names() -> Sequence[str]:
     return [n for n in globals() if n[:1] in "abq" and n[1:].isdigit()]

@@ -33,7 +33,7 @@ import torch
 from tiedlm_lib import ModelConfig, TiedLM, get_run, paper_config
 from tiedlm_lib.analysis import heldout, state_norms
 from tiedlm_lib.experiments import get_scale
-from tiedlm_lib.report import Report
+from tiedlm_lib.report import Report, stroke_dash
 from tiedlm_lib.reported import reported_value
 
 rep = Report("01_architecture", scale, figures_dir, paper_dir, seeds=seeds)
@@ -112,7 +112,8 @@ marks = pd.DataFrame({"a": [math.log(0.1 / 0.9), 0.1], "alpha": [0.1, 1 / (1 + m
                       "label": ["a = logit(0.1): α = 0.1 (the code)", "a = 0.1: α = 0.525 (the slip)"]})
 chart = (alt.Chart(curve).mark_line().encode(x=alt.X("a:Q", title="raw parameter a"),
                                              y=alt.Y("alpha:Q", title="α"))
-         + alt.Chart(marks).mark_point(size=80, filled=True).encode(x="a:Q", y="alpha:Q", color="label:N")
+         + alt.Chart(marks).mark_point(size=80, filled=True).encode(x="a:Q", y="alpha:Q",
+                                                                    color=alt.Color("label:N", title=None))
          ).properties(width=360, height=220)
 rep.chart(chart, "alpha")
 
@@ -144,7 +145,7 @@ for form in ("paper", "residual"):
 norms = rep.table(pd.DataFrame(norm_rows), "state_norms")
 chart = alt.Chart(norms).mark_line().encode(
     x="iteration:Q", y=alt.Y("norm ratio:Q", title="‖z_i‖ / ‖z_0‖"), color="block form:N",
-    strokeDash="when:N", detail="seed:N").properties(width=360, height=220)
+    strokeDash=stroke_dash("when", ["trained", "initialisation"]), detail="seed:N").properties(width=360, height=220)
 rep.chart(chart, "block_forms")
 
 # %%

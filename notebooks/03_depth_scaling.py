@@ -30,7 +30,7 @@ from tiedlm_lib import get_run, verdicts
 from tiedlm_lib.analysis import depth_gap, heldout, monotone_nonincreasing, state_norms, sweep_depths
 from tiedlm_lib.evaluation import depth_stats
 from tiedlm_lib.experiments import get_scale
-from tiedlm_lib.report import Report
+from tiedlm_lib.report import Report, stroke_dash
 from tiedlm_lib.reported import reported_k_sweep
 from tiedlm_lib.stats import paired_diff
 
@@ -90,7 +90,7 @@ rep.table(reported, "reported_k_sweep")
 # %%
 base = alt.Chart(sweep).encode(
     x=alt.X("k:Q", scale=alt.Scale(type="log", base=2), axis=alt.Axis(values=depths), title="loop applications k"),
-    color=alt.Color("size:N"), strokeDash=alt.StrokeDash("block:N"), detail="seed:N")
+    color=alt.Color("size:N"), strokeDash=stroke_dash("block", ["paper", "residual"]), detail="seed:N")
 rule = alt.Chart(pd.DataFrame({"K": [K], "label": [f"trained K = {K}"]})).mark_rule(color="gray", strokeDash=[2, 2]
                                                                                     ).encode(x="K:Q")
 rule_text = alt.Chart(pd.DataFrame({"K": [K], "label": [f"trained K = {K}"]})).mark_text(
@@ -114,7 +114,7 @@ rep.chart((ours | theirs).resolve_scale(color="independent"), "nll_vs_k")
 # %%
 band = alt.Chart(sweep).encode(
     x=alt.X("k:Q", scale=alt.Scale(type="log", base=2), axis=alt.Axis(values=depths), title="loop applications k"),
-    color=alt.Color("size:N"))
+    color=alt.Color("size:N", legend=alt.Legend(symbolOpacity=1)))
 def masked_panel(form):
     b = band.transform_filter(alt.datum.block == form)
     return (b.mark_errorband(extent="stdev", opacity=0.25).encode(
@@ -144,8 +144,9 @@ norms = pd.DataFrame(norm_rows)
 rep.table(norms, "state_norms")
 chart = alt.Chart(norms).mark_line().encode(
     x=alt.X("iteration:Q", title="iteration i"), y=alt.Y("norm_ratio:Q", title="‖z_i‖ / ‖z_0‖"),
-    color="size:N", strokeDash="block:N", detail="seed:N").properties(width=320, height=220)
-rep.chart(chart + rule.encode(x=alt.X("K:Q")), "state_norm")
+    color="size:N", strokeDash=stroke_dash("block", ["paper", "residual"]), detail="seed:N").properties(
+    width=320, height=220)
+rep.chart(chart + rule + rule_text, "state_norm")
 
 # %%
 growth = norms[norms.iteration.isin([K, 2 * K])].pivot_table(index=["run", "block", "seed"], columns="iteration",

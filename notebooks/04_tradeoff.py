@@ -143,7 +143,10 @@ rep.chart(ex_chart, "exit_vs_uniform")
 
 # %%
 diff = exits.assign(lo=[c[0] for c in exits.ci_masked], hi=[c[1] for c in exits.ci_masked])
-dz = alt.Chart(pd.DataFrame({"y": [0]})).mark_rule(color="gray").encode(y="y:Q")
+zero = alt.Chart(pd.DataFrame({"y": [0], "t": ["0: exit = uniform depth"]}))
+dz = (zero.mark_rule(color="gray").encode(y="y:Q")
+      + zero.mark_text(align="left", dx=2, dy=-5, color="gray", fontSize=10).encode(y="y:Q", text="t:N",
+                                                                                     x=alt.value(0)))
 
 
 def diff_panel(sz):

@@ -34,7 +34,7 @@ from tiedlm_lib.analysis import cached_corpus, heldout_scores
 from tiedlm_lib.benchmark import draw
 from tiedlm_lib.criteria import sign, spread_columns
 from tiedlm_lib.experiments import get_scale, sft_run
-from tiedlm_lib.report import Report
+from tiedlm_lib.report import Report, seed_color
 from tiedlm_lib.reported import reported, reported_value
 from tiedlm_lib.stats import paired_diff
 
@@ -91,7 +91,7 @@ pd.DataFrame(reported("bench.v10.") + reported("bench.v9.") + reported("bench.v7
 # %%
 ch = alt.Chart(table).mark_point(filled=True, size=70).encode(
     x=alt.X("suffix real-token:Q", scale=alt.Scale(zero=False), title="held-out suffix, real-token NLL"),
-    y=alt.Y("model:N", title=None), color="seed:N").properties(width=380, height=170)
+    y=alt.Y("model:N", title=None), color=seed_color(seeds)).properties(width=380, height=170)
 rep.chart(ch, "scores")
 
 # %% [markdown]

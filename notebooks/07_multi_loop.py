@@ -30,7 +30,7 @@ from tiedlm_lib.analysis import cached_corpus, heldout_scores
 from tiedlm_lib.benchmark import draw
 from tiedlm_lib.criteria import sign, spread_columns
 from tiedlm_lib.experiments import get_scale, sft_run
-from tiedlm_lib.report import Report
+from tiedlm_lib.report import Report, seed_color
 from tiedlm_lib.reported import reported
 from tiedlm_lib.stats import paired_diff
 
@@ -85,8 +85,8 @@ pd.DataFrame(reported("bench.v10.real") + reported("bench.v12.real") + reported(
 
 # %%
 gc = alt.Chart(gaps).mark_point(filled=True).encode(x=alt.X("value:Q", title="real-token gap (nats)"),
-                                                     y=alt.Y("gap:N", title=None), color="seed:N")
-ge = alt.Chart(gaps).mark_rule().encode(x="lo:Q", x2="hi:Q", y="gap:N", color="seed:N")
+                                                     y=alt.Y("gap:N", title=None), color=seed_color(seeds))
+ge = alt.Chart(gaps).mark_rule().encode(x="lo:Q", x2="hi:Q", y="gap:N", color=seed_color(seeds))
 zero = (alt.Chart(pd.DataFrame({"x": [0]})).mark_rule(color="gray").encode(x="x:Q")
         + alt.Chart(pd.DataFrame({"x": [0], "t": ["0: no difference"]})).mark_text(
             align="left", dx=3, dy=-4, color="gray", fontSize=9).encode(x="x:Q", y=alt.value(6), text="t:N"))

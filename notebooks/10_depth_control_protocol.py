@@ -69,7 +69,7 @@ from tiedlm_lib.data import PAD_ID, eval_batches
 from tiedlm_lib.dcp import decompose, evaluate_schedules, split_documents
 from tiedlm_lib.experiments import get_scale, intervention_arm
 from tiedlm_lib.lens import ProbeSpec, all_probes, collect_states, data_curve, share_by_probe
-from tiedlm_lib.report import Report
+from tiedlm_lib.report import Report, seed_color, stroke_dash
 from tiedlm_lib.reported import reported
 from tiedlm_lib.schedules import budget, plan
 from tiedlm_lib.stats import Estimate, paired_diff
@@ -167,7 +167,8 @@ long = cond.melt(id_vars=["model", "seed", "schedule", "k"], value_vars=["raw", 
 ch = alt.Chart(long).mark_line(point=alt.OverlayMarkDef(size=14)).encode(
     x=alt.X("k:Q", scale=alt.Scale(type="log", base=2), title="distinct applications k"),
     y=alt.Y("nll:Q", scale=alt.Scale(zero=False), title="NLL, real targets (nats)"),
-    color="schedule:N", strokeDash="readout:N", detail="seed:N").properties(width=200, height=170)
+    color="schedule:N", strokeDash=stroke_dash("readout", ["raw", "head/diagonal"]), detail="seed:N").properties(
+    width=200, height=170)
 rep.chart(ch.facet(facet="model:N", columns=3).resolve_scale(y="independent", x="independent"), "schedules")
 
 # %% [markdown]
@@ -248,12 +249,14 @@ ref = rb.pivot_table(index="model", columns="what", values="value")
 display(ref.round(3))  # noqa: F821 (paper B's reported shares: scalar T and affine)
 pc = alt.Chart(probe).mark_point(filled=True, size=50).encode(
     x=alt.X("share:Q", title="share of the k=1..N gap recovered"), y=alt.Y("probe:N", title=None, sort=None),
-    color=alt.Color("seed:N"), yOffset="seed:N")
+    color=seed_color(seeds), yOffset="seed:N")
 pe = alt.Chart(probe).mark_rule().encode(x="share lo:Q", x2="share hi:Q", y=alt.Y("probe:N", sort=None),
-                                         color="seed:N", yOffset="seed:N")
-refs = pd.DataFrame([{"share": v, "reported": f"paper B, {m} ({w})"} for m, row in ref.iterrows()
-                     for w, v in row.items() if m.lower().startswith("huginn") and pd.notna(v)])
-rl = alt.Chart(refs).mark_rule(strokeDash=[4, 3], color="gray").encode(x="share:Q", tooltip="reported:N")
+                                         color=seed_color(seeds), yOffset="seed:N")
+refs = pd.DataFrame([{"share": v, "reported": f"paper B, Huginn: {w.split('_')[1]}"} for m, row in ref.iterrows()
+                     for w, v in row.items() if m.lower().startswith("huginn") and w.startswith("share")
+                     and pd.notna(v)])  # shares only (the gap is in nats, not a share)
+rl = alt.Chart(refs).mark_rule(color="gray").encode(
+    x="share:Q", strokeDash=stroke_dash("reported", refs.reported.tolist(), "reported (paper B)"))
 rep.chart((pe + pc + rl).properties(width=300, height=190).facet(facet="model:N", columns=2), "probe_shares")
 
 # %% [markdown]
@@ -286,7 +289,8 @@ curve = rep.table(pd.DataFrame(curve_rows).assign(pool="held-out, outside the ev
 cc = alt.Chart(curve).mark_line(point=True).encode(
     x=alt.X("calibration tokens:Q", scale=alt.Scale(type="log"), title="calibration tokens (real targets)"),
     y=alt.Y("share:Q", title="share of the k=1..N gap recovered"), color="probe:N")
-ce = alt.Chart(curve).mark_errorband().encode(x="calibration tokens:Q", y="lo:Q", y2="hi:Q", color="probe:N")
+ce = alt.Chart(curve).mark_errorband().encode(x="calibration tokens:Q", y="lo:Q", y2="hi:Q",
+                                              color=alt.Color("probe:N", legend=alt.Legend(symbolOpacity=1)))
 rep.chart((ce + cc).properties(width=340, height=220), "data_curve")
 curve[["probe", "calibration tokens", "documents", "share", "lo", "hi", "lambda k_min", "lambda k_max",
        "lambda at edge"]].round(3)

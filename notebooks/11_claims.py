@@ -137,13 +137,16 @@ if len(forest):
     y = alt.Y("row:N", sort=None, title=None, axis=alt.Axis(labelLimit=360))
     colour = alt.Color("verdict:N", scale=alt.Scale(
         domain=["reproduced", "not reproduced", "inconclusive", "yes", "no"],
-        range=["#1a7f37", "#b42318", "#9a6700", "#1a7f37", "#b42318"]))
+        range=["#1a7f37", "#b42318", "#9a6700", "#0969da", "#8250df"]))  # claims: green/red; questions: blue/purple
     base = alt.Chart(forest).encode(y=y)
     fp = (base.mark_rule().encode(x=alt.X("lo:Q", title="effect (nats, share or ratio; see the row's claim)"),
                                   x2="hi:Q", color=colour)
           + base.mark_point(filled=True).encode(x="point:Q", color=colour, tooltip=["claim", "unit", "point", "lo",
                                                                                     "hi", "threshold", "seeds"])
-          + base.mark_tick(color="black", thickness=1, size=10, strokeDash=[2, 2]).encode(x="threshold:Q"))
+          + base.mark_tick(color="black", thickness=1, size=10).encode(
+              x="threshold:Q", strokeDash=alt.StrokeDash("mark:N", title=None, scale=alt.Scale(
+                  domain=["criterion threshold"], range=[[2, 2]]))).transform_calculate(
+              mark="'criterion threshold'"))
     rep.chart(fp.properties(width=360, height=alt.Step(11)).facet(row=alt.Row("section:N", title=None))
               .resolve_scale(y="independent", x="independent"), "verdict_forest")
 

@@ -35,6 +35,30 @@ def setup_altair() -> None:
     alt.data_transformers.disable_max_rows()
 
 
+DASHES = ([1, 0], [6, 3], [2, 2], [8, 3, 2, 3])  # solid, dashed, dotted, dash-dot
+
+
+def stroke_dash(field: str, domain, title: str | None = None):
+    """A strokeDash encoding whose legend draws each entry as its own dashed stroke (the default legend of a line
+    with points draws identical dots) in the given order, the first value solid."""
+    import altair as alt
+
+    domain = list(domain)
+    if len(domain) > len(DASHES):
+        raise ValueError(f"stroke_dash distinguishes at most {len(DASHES)} values, got {len(domain)}: {domain}")
+    return alt.StrokeDash(f"{field}:N", title=field if title is None else title,
+                          scale=alt.Scale(domain=domain, range=list(DASHES[:len(domain)])),
+                          legend=alt.Legend(symbolType="stroke", symbolStrokeColor="gray", symbolStrokeWidth=2,
+                                            symbolSize=300))
+
+
+def seed_color(seeds, **kw):
+    """A colour per training seed, with a legend only when there is more than one seed to tell apart."""
+    import altair as alt
+
+    return alt.Color("seed:N", legend=None if len(seeds) < 2 else alt.Legend(title="training seed"), **kw)
+
+
 def _plain(v: Any) -> Any:
     return v.item() if hasattr(v, "item") else str(v)
 

@@ -153,7 +153,9 @@ for (label, seed), r in runs.items():
     for (sched, k), c in res.items():
         rows.append({"model": label, "seed": seed, "N": N, "schedule": sched, "k": k, "raw": c.raw.masked,
                      **{p: c.calibrated[p].masked for p in PAPER_B}, "T": c.fits["head/temperature"].temperature,
-                     "λ head/diagonal": c.fits["head/diagonal"].lam})
+                     "λ head/diagonal": c.fits["head/diagonal"].lam,
+                     **{f"{m_} {p}": c.metrics[p][m_.lower()] for m_ in ("ECE", "Brier") for p in ("raw", *PAPER_B)},
+                     "ms per 1k tokens": 1e6 * c.seconds_per_token})
 cond = rep.table(pd.DataFrame(rows), "conditions")
 cond[cond.schedule == "prefix"].pivot_table(index=["model", "seed"], columns="k", values="raw").round(3)
 
@@ -170,6 +172,24 @@ ch = alt.Chart(long).mark_line(point=alt.OverlayMarkDef(size=14)).encode(
     color="schedule:N", strokeDash=stroke_dash("readout", ["raw", "head/diagonal"]), detail="seed:N").properties(
     width=200, height=170)
 rep.chart(ch.facet(facet="model:N", columns=3).resolve_scale(y="independent", x="independent"), "schedules")
+
+# %% [markdown]
+# Paper B's calibration metrics per depth: the expected calibration error of the top prediction (15 bins) and the
+# Brier score, raw and after each of paper B's probes (prefix schedule), and the wall-clock of each schedule's forward
+# pass (this machine, milliseconds per 1,000 evaluation tokens, mean over models' seeds).
+
+# %%
+cal_long = cond[cond.schedule == "prefix"].melt(id_vars=["model", "seed", "k"],
+                                                 value_vars=[f"ECE {p}" for p in ("raw", *PAPER_B)],
+                                                 var_name="readout", value_name="ECE")
+cal_long["readout"] = cal_long.readout.str[len("ECE "):]
+ece_chart = alt.Chart(cal_long).mark_line(point=alt.OverlayMarkDef(size=12)).encode(
+    x=alt.X("k:Q", scale=alt.Scale(type="log", base=2), title="applications k"),
+    y=alt.Y("ECE:Q", title="expected calibration error"), color=alt.Color("readout:N", title="readout"),
+    detail="seed:N").properties(width=200, height=150)
+rep.chart(ece_chart.facet(facet="model:N", columns=3).resolve_scale(x="independent"), "calibration_metrics")
+latency = rep.table(cond.groupby(["model", "schedule", "k"], as_index=False)["ms per 1k tokens"].mean(), "latency")
+latency.pivot_table(index=["model", "k"], columns="schedule", values="ms per 1k tokens").round(1)
 
 # %% [markdown]
 # ## The decomposition

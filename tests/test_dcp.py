@@ -154,6 +154,7 @@ def test_evaluate_schedules_fits_on_disjoint_documents_and_refuses_overlap():
     assert c.fits["head/diagonal"].lam in c.fits["head/diagonal"].lam_grid
     assert abs(c.fits["head/temperature"].temperature - 1) > 1e-3  # a random head is not calibrated
     assert c.calibrated["head/temperature"].masked < c.raw.masked  # and the fitted temperature helps on new documents
+    assert set(c.metrics) == {"raw", "head/temperature", "head/diagonal", "loop/diagonal"} and c.seconds_per_token > 0
     # the raw NLL is the model's own at that plan, independently computed
     x = torch.cat([b.inputs for b in _batches(ev.tolist())()])
     with torch.no_grad():

@@ -236,3 +236,29 @@ def test_share_by_probe_gives_one_row_per_probe_and_the_temperature_is_placement
     assert by["head/temperature"]["share"] == pytest.approx(by["loop/temperature"]["share"], abs=1e-5)
     assert all(r["raw gap"] == rows[0]["raw gap"] and r["k_max"] == 3 and r["lbfgs iterations"] == 30 for r in rows)
     assert by["head/diagonal"]["lambda k_min"] in (1e-3, 1e-2) and by["head/temperature"]["lambda k_min"] is None
+
+
+def test_readout_metrics_equal_a_hand_computation(setup):
+    """ECE over 15 equal-width bins and the multiclass Brier score, against numpy on the same logits; a temperature
+    fitted on other documents lowers the ECE of an over-confident readout."""
+    from tiedlm_lib.lens import readout_metrics
+
+    m, head, _ = setup
+    hot = States(head.x * 3, head.y, head.doc, None)  # over-confident: logits scaled up
+    got = readout_metrics(m, hot)
+    with torch.no_grad():
+        p = m.head(hot.x).double().softmax(-1).numpy()
+    y = hot.y.numpy()
+    p, y = p[y != 0], y[y != 0]
+    conf, pred = p.max(-1), p.argmax(-1)
+    bins = np.minimum((conf * 15).astype(int), 14)
+    ece = sum(abs((pred == y)[bins == b].mean() - conf[bins == b].mean()) * (bins == b).mean()
+              for b in range(15) if (bins == b).any())
+    onehot = np.eye(p.shape[1])[y]
+    assert got["ece"] == pytest.approx(ece, rel=1e-9)
+    assert got["brier"] == pytest.approx(((p - onehot) ** 2).sum(-1).mean(), rel=1e-9)
+    assert got["accuracy"] == pytest.approx((pred == y).mean())
+    cal, ev = _split(hot)
+    fitted = fit_probe(m, cal, ProbeSpec("head", "temperature"))
+    assert fitted.temperature > 1.5  # it undoes the scaling
+    assert readout_metrics(m, ev, fitted)["ece"] < readout_metrics(m, ev)["ece"]

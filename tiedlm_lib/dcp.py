@@ -13,15 +13,25 @@ is shared by every condition and every term.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 from tqdm.auto import tqdm
 
 from .data import EvalBatch
 from .evaluation import NLLStats
-from .lens import FittedProbe, ProbeSpec, Readout, calibration_terms, collect_states, fit_probe, probe_nll
+from .lens import (
+    FittedProbe,
+    ProbeSpec,
+    Readout,
+    calibration_terms,
+    collect_states,
+    fit_probe,
+    probe_nll,
+    readout_metrics,
+)
 from .schedules import budget, plan
 from .stats import Estimate, bootstrap_indices, replicates, value
 
@@ -47,6 +57,8 @@ class Condition:
     raw: NLLStats
     calibrated: dict[str, NLLStats]  # probe name -> NLL after that probe, fitted for this condition
     fits: dict[str, FittedProbe]
+    metrics: dict[str, dict[str, float]] = field(default_factory=dict)  # "raw" / probe -> ECE, Brier, accuracy
+    seconds_per_token: float = float("nan")  # wall-clock of the schedule's forward on the evaluation documents
 
 
 def evaluate_schedules(model, cal_batches: Callable[[], Iterable[EvalBatch]] | None,
@@ -56,7 +68,9 @@ def evaluate_schedules(model, cal_batches: Callable[[], Iterable[EvalBatch]] | N
     """Raw NLL for each (schedule, k), and NLL after each readout probe of ``tiedlm_lib.lens`` (named
     "placement/form"; paper B's are head/temperature and head/diagonal) fitted per condition on the calibration
     documents — disjoint from the evaluation documents unless ``in_sample=True``, which fits on the evaluation
-    documents themselves, as paper B's recurrent script did. ``fit_kw`` goes to ``lens.fit_probe`` (lams, iters)."""
+    documents themselves, as paper B's recurrent script did. ``fit_kw`` goes to ``lens.fit_probe`` (lams, iters).
+    Each condition also carries paper B's calibration metrics of the raw and recalibrated readouts (ECE, Brier) and
+    the wall-clock seconds per evaluation token of the schedule's forward pass."""
     specs = [_spec(p) for p in probes]
     placements = sorted({s.placement for s in specs} | {"head"})
     readouts = {pl: Readout(model, pl) for pl in placements}
@@ -66,7 +80,10 @@ def evaluate_schedules(model, cal_batches: Callable[[], Iterable[EvalBatch]] | N
     todo = [(s, k) for s in schedules for k in ks]
     for s, k in tqdm(todo, desc="DCP conditions", disable=not progress, leave=False):
         p = plan(model.config.layout, s, k)
-        ev = {pl: collect_states(model, eval_batches(), p, pl) for pl in placements}
+        t0 = time.perf_counter()
+        ev = {"head": collect_states(model, eval_batches(), p, "head")}  # timed: the forward
+        seconds = time.perf_counter() - t0
+        ev |= {pl: collect_states(model, eval_batches(), p, pl) for pl in placements if pl != "head"}
         if in_sample:
             cal = {pl: collect_states(model, eval_batches(), p, pl, full if tuned else None) for pl in placements}
         else:
@@ -78,9 +95,11 @@ def evaluate_schedules(model, cal_batches: Callable[[], Iterable[EvalBatch]] | N
                                  "split_documents), or in_sample=True to fit on the evaluation documents on purpose")
         fits = {sp.name: fit_probe(readouts[sp.placement], cal[sp.placement], sp, seed=seed, **fit_kw)
                 for sp in specs}
+        metrics = {"raw": readout_metrics(readouts["head"], ev["head"])} | {
+            n: readout_metrics(readouts[f.spec.placement], ev[f.spec.placement], f) for n, f in fits.items()}
         out[s, k] = Condition(s, k, probe_nll(readouts["head"], ev["head"]),
                               {n: probe_nll(readouts[f.spec.placement], ev[f.spec.placement], f)
-                               for n, f in fits.items()}, fits)
+                               for n, f in fits.items()}, fits, metrics, seconds / max(1, ev["head"].n_tokens))
     return out
 
 

@@ -312,6 +312,32 @@ def probe_nll(model_or_readout, states: States, fitted: FittedProbe | None = Non
     return NLLStats(docs, s_real, n_real, s_real, n_real)  # pads excluded: "all" and "real" coincide
 
 
+@torch.no_grad()
+def readout_metrics(model_or_readout, states: States, fitted: FittedProbe | None = None, placement: str = "head",
+                    bins: int = 15, chunk: int = 64) -> dict[str, float]:
+    """Calibration of the readout (through the fitted probe if one is given) over real targets, as paper B reports
+    it: the expected calibration error of the top prediction (``bins`` equal-width confidence bins, |accuracy −
+    confidence| weighted by the bin's share of tokens) and the multiclass Brier score Σ_v (p_v − 1[v = y])²."""
+    place = fitted.spec.placement if fitted is not None else placement
+    readout = model_or_readout if isinstance(model_or_readout, Readout) else Readout(model_or_readout, place)
+    conf, correct, brier = [], [], []
+    for i in range(0, len(states), chunk):
+        x, y = states.x[i:i + chunk], states.y[i:i + chunk]
+        logits = fitted.probe.logits(readout, x) if fitted is not None else readout(x)
+        p = logits.double().softmax(-1)[y != PAD_ID]
+        t = y[y != PAD_ID]
+        top, arg = p.max(-1)
+        conf.append(top)
+        correct.append((arg == t).double())
+        p_y = p.gather(-1, t[:, None])[:, 0]
+        brier.append(1 - 2 * p_y + (p ** 2).sum(-1))
+    conf_, correct_ = torch.cat(conf).numpy(), torch.cat(correct).numpy()
+    which = np.minimum((conf_ * bins).astype(int), bins - 1)
+    ece = sum(abs(correct_[which == b].mean() - conf_[which == b].mean()) * (which == b).mean()
+              for b in range(bins) if (which == b).any())
+    return {"ece": float(ece), "brier": float(torch.cat(brier).mean()), "accuracy": float(correct_.mean())}
+
+
 # ---------------------------------------------------------------------------------------------------- shares
 def calibration_terms(total: np.ndarray, calibrated_gap: np.ndarray) -> dict[str, np.ndarray]:
     """The part of a naive gap that recalibrating the readout removes, and its share of the gap (elementwise: a

@@ -142,3 +142,56 @@ def test_compile_option_is_part_of_the_config():
     cfg = experiment("v3", "smoke", overrides={"train.compile": True})
     assert cfg.train.compile and cfg.fingerprint() != experiment("v3", "smoke").fingerprint()
     assert TiedLM(cfg.model).num_params() > 0
+
+
+def test_notebook_runs_list_every_run_once_with_bases_before_continuations():
+    from tiedlm_lib.registry import notebook_runs
+
+    runs = notebook_runs("cpu")
+    keys = [(c.train.seed, c.cache_name()) for c in runs]
+    assert len(keys) == len(set(keys)) and {c.train.seed for c in runs} == {0, 1, 2}
+    names = {c.name for c in runs}
+    assert {"v3", "v4", "v5", "v6", "v7", "v9", "v9c", "v10", "v12", "v13", "v14", "v14c", "v3-sft-paper",
+            "v3-sft-masked", "dcp-fixed", "dcp-sampled"} <= names
+    position = {f"{c.train.seed}/{c.cache_name()}": i for i, c in enumerate(runs)}
+    for i, c in enumerate(runs):  # a continuation starts from a run trained earlier in the list
+        if c.train.init_from:
+            base = c.train.init_from.split("/")[1]
+            assert position[f"{c.train.seed}/{base}"] < i, c.name
+    assert len(notebook_runs("smoke")) == len(runs) // 3
+    with pytest.raises(ValueError, match="seeds must be"):
+        notebook_runs("cpu", [])
+
+
+def test_the_plan_prices_every_run_from_logged_or_scaled_step_times(capsys):
+    from tiedlm_lib.paper import main
+    from tiedlm_lib.registry import plan_rows
+
+    rows = plan_rows("paper")
+    v5 = next(r for r in rows if r["run"] == "v5" and r["basis"] == "logged")
+    assert v5["ms/step"] == 143 and v5["GPU hours"] == pytest.approx(3000 * 0.143 / 3600)
+    assert v5["params"] == 23_048_934 and v5["disk MB"] == pytest.approx(23_048_934 * 4 / 2 ** 20)
+    # the same name at another size is not priced at the logged time
+    assert all(r["basis"] == "scaled from v5" for r in rows if r["run"] == "v10" and r["params"] < 10_000_000)
+    mine = plan_rows("paper", step_ms={"v5": 100.0})
+    assert next(r for r in mine if r["run"] == "v5")["basis"] == "measured"
+    assert main(["--scale", "paper", "--plan"]) == 0
+    out = capsys.readouterr().out
+    assert out.count("\n") == len(rows) + 2 and "GPU hours" in out
+
+
+def test_train_all_under_torchrun_trains_once_then_reads_the_cache(tmp_path):
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "TIEDLM_RUNS": str(tmp_path)}
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2", "-m", "tiedlm_lib",
+           "train-all", "--scale", "smoke", "--only", "v4", "--runs", str(tmp_path)]
+    p = subprocess.run(cmd, env=env, cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stderr[-3000:]
+    assert "1 runs at scale smoke, 0 already in the cache" in p.stdout and p.stdout.count("trained now") == 1
+    [run_dir] = list((tmp_path / "smoke").glob("v4-s0-*"))
+    assert json.loads((run_dir / "result.json").read_text())["processes"] == 2
+    again = subprocess.run([sys.executable, "-m", "tiedlm_lib", "train-all", "--scale", "smoke", "--only", "v4",
+                            "--runs", str(tmp_path)], env=env, cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert again.returncode == 0 and "from the cache" in again.stdout
+    bad = subprocess.run([sys.executable, "-m", "tiedlm_lib", "train-all", "--scale", "smoke", "--only", "v99"],
+                         env=env, cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert bad.returncode == 2 and "--only names ['v99']" in bad.stderr

@@ -4,6 +4,8 @@
     python -m tiedlm_lib info v5 --scale paper
     python -m tiedlm_lib train v3 --scale cpu [--seed 0] [--set train.steps=200 --set model.block=residual]
     python -m tiedlm_lib eval v3 --scale cpu [--depths 1,2,4,8,16,32] [--taus 0,0.2,0.4,0.6,0.8,0.95]
+    python -m tiedlm_lib train-all --scale cpu [--seeds 0,1,2] [--only v3,v4] [--reverse]
+    torchrun --nproc_per_node=N -m tiedlm_lib train-all --scale paper      # every rank trains each run together
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ from __future__ import annotations
 import argparse
 import ast
 import json
+import os
 import sys
 import time
 
@@ -20,8 +23,9 @@ from .checkpoint import CheckpointError
 from .data import eval_batches, prepare_corpus
 from .distributed import rank_world
 from .evaluation import depth_stats, evaluate_nll, maxprob_exit
-from .experiments import EXPERIMENTS, SCALES, experiment, get_run, paper_config
+from .experiments import EXPERIMENTS, SCALES, experiment, get_run, is_complete, paper_config, run_dir
 from .model import TiedLM
+from .registry import notebook_runs
 
 
 def _parse_set(items: list[str]) -> dict:
@@ -99,6 +103,35 @@ def cmd_train(args) -> None:
               f"{'trained now' if r.fresh else 'from the cache'}: {r.dir} (call took {time.perf_counter() - t:.0f} s)")
 
 
+def cmd_train_all(args) -> None:
+    """Train every run the sections need (``registry.notebook_runs``) into the runs cache, skipping finished ones;
+    an interrupted run resumes from its checkpoint. Two processes may share the work (one with ``--reverse``): a run
+    that one is training, the other waits for instead of training twice."""
+    seeds = _ints(args.seeds, "--seeds") if args.seeds else None
+    todo = notebook_runs(args.scale, seeds)
+    if args.only:
+        names = set(args.only.split(","))
+        unknown = names - {c.name for c in todo}
+        if unknown:
+            raise ValueError(f"--only names {sorted(unknown)} are not runs of the sections; expected among "
+                             f"{sorted({c.name for c in todo})}")
+        todo = [c for c in todo if c.name in names]
+    if args.reverse:
+        todo = todo[::-1]
+    rank = int(os.environ.get("RANK", "0"))  # torchrun sets it before any process group exists
+    done = sum(is_complete(run_dir(c, args.runs)) for c in todo)
+    if rank == 0:
+        print(f"{len(todo)} runs at scale {args.scale}, {done} already in the cache", flush=True)
+    start = time.perf_counter()
+    for i, cfg in enumerate(todo, 1):
+        t = time.perf_counter()
+        r = get_run(cfg, root=args.runs, progress=False, device=args.device)
+        if rank == 0:
+            what = "trained now" if r.fresh else "from the cache"
+            print(f"[{i}/{len(todo)}] {cfg.name} seed {cfg.train.seed} ({cfg.train.steps} steps): {what}, "
+                  f"{time.perf_counter() - t:.0f} s (total {time.perf_counter() - start:.0f} s)", flush=True)
+
+
 def cmd_eval(args) -> None:
     run = experiment(args.name, args.scale, args.seed, _parse_set(args.set))
     # every argument is checked before anything is trained or written
@@ -169,6 +202,14 @@ def main(argv: list[str] | None = None) -> int:
                             help="all: every validation document once; paper: 20 batches drawn with seeds 999+i")
             sp.add_argument("--docs", type=int, default=None, help="evaluate the first N validation documents")
             sp.add_argument("--no-train", action="store_true", help="fail instead of training a missing run")
+    sp = sub.add_parser("train-all", help="train every run the sections need into the runs cache")
+    sp.add_argument("--scale", default="cpu", help="smoke | cpu | paper (default cpu)")
+    sp.add_argument("--seeds", default="", help="comma-separated seeds (default: the scale's)")
+    sp.add_argument("--only", default="", help="comma-separated run names (e.g. v3,v4,dcp-sampled)")
+    sp.add_argument("--reverse", action="store_true", help="start from the end of the list (a second worker)")
+    sp.add_argument("--runs", default=None, help="runs cache directory (default ./runs or $TIEDLM_RUNS)")
+    sp.add_argument("--device", default="cpu", help="cpu or cuda (under torchrun: one GPU per process)")
+    sp.set_defaults(fn=cmd_train_all)
     args = p.parse_args(argv)
 
     try:

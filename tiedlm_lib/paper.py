@@ -315,6 +315,27 @@ Fundamental Trade-off") and paper B ("Beyond Depth Truncation", the Depth Contro
     return atomic_write_text(out / "index.html", page)
 
 
+def print_plan(scale: str, seeds: list[int] | None = None) -> int:
+    """The budget before spending: every run ``make paper`` at ``scale`` trains, with estimated GPU hours and disk."""
+    from .registry import plan_rows
+
+    try:
+        rows = plan_rows(scale, seeds)
+    except ValueError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 1
+    w = max(len(r["run"]) for r in rows)
+    print(f"{'run':{w}s} seed {'steps':>7s} {'params':>11s} {'ms/step':>8s} {'GPU h':>7s} {'MB':>6s}  basis")
+    for r in rows:
+        print(f"{r['run']:{w}s} {r['seed']:4d} {r['steps']:7d} {r['params']:11,d} {r['ms/step']:8.1f} "
+              f"{r['GPU hours']:7.2f} {r['disk MB']:6.0f}  {r['basis']}")
+    hours, disk = sum(r["GPU hours"] for r in rows), sum(r["disk MB"] for r in rows)
+    print(f"{len(rows)} runs: {hours:.1f} GPU hours of training on one GPU of the paper's kind (step times: "
+          f"PROTOCOL §4.8 where logged, else scaled from v5), {disk / 1024:.2f} GiB of final weights; evaluation "
+          "(the notebooks) comes on top")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m tiedlm_lib.paper", description="execute the notebooks and render "
                                 "the HTML paper")
@@ -325,6 +346,8 @@ def main(argv: list[str] | None = None) -> int:
                    "2 on a 2-core machine is ~1.3x faster)")
     p.add_argument("--seeds", default="", help="comma-separated training seeds for every section (default: the "
                    "scale's; e.g. --seeds 0 for a quick single-seed first look)")
+    p.add_argument("--plan", action="store_true", help="print every run the scale trains, its estimated GPU hours and "
+                   "disk, and exit (nothing is trained)")
     a = p.parse_args(argv)
     only = [s.strip() for s in a.only.split(",") if s.strip()] or None
     try:
@@ -332,6 +355,8 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError:
         print(f"error: --seeds must be comma-separated integers such as 0,1,2, got {a.seeds!r}", file=sys.stderr)
         return 1
+    if a.plan:
+        return print_plan(a.scale, seeds)
     try:
         if not a.html_only:
             execute(a.scale, only, log=lambda m: print(m, flush=True), seeds=seeds, jobs=a.jobs)

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -266,3 +266,98 @@ def paper_config(name: str) -> ModelConfig:
     size = getattr(s, exp.size)
     return ModelConfig(vocab_size=s.vocab_size, d_model=size.d_model, n_heads=size.n_heads, layout=exp.layout(s),
                        max_seq_len=s.seq_len)
+
+
+# ---------------------------------------------------------------------------------------------------- every run
+def notebook_runs(scale: str, seeds: Sequence[int] | None = None) -> list[RunConfig]:
+    """Every run the sections train at ``scale`` for ``seeds`` (default: the scale's), in a training order (bases
+    before their continuations), without duplicates: what ``python -m tiedlm_lib train-all`` trains into the runs
+    cache ahead of ``make paper``, and what ``python -m tiedlm_lib.paper --plan`` budgets. It mirrors the sections'
+    ``get_run`` calls at their default parameters; a section run with other parameters trains what it lacks itself."""
+    s = get_scale(scale)
+    seeds = check_seeds(list(seeds) if seeds is not None else list(s.seeds))
+    short = {"size": "small", "train.steps": int(0.8 * s.short_steps)}  # sections 05-07 and 10
+    sft_short = max(2, int(0.8 * s.short_steps) // 4)
+    out: dict[str, RunConfig] = {}
+
+    def add(cfg: RunConfig) -> RunConfig:
+        out.setdefault(f"{cfg.train.seed}/{cfg.cache_name()}", cfg)
+        return cfg
+
+    for seed in seeds:
+        small = add(experiment("v3", scale, seed))
+        for name in ("v3", "v5"):  # 01, 03, 09: both block forms
+            add(experiment(name, scale, seed))
+            add(experiment(name, scale, seed, {"model.block": "residual"}))
+        for name in ("v4", "v6"):  # 04, 10
+            add(experiment(name, scale, seed))
+        for name in ("v10", "v7", "v9", "v9c", "v12", "v13", "v14", "v14c"):  # 05-07, 10
+            base = add(experiment(name, scale, seed, short))
+            if name in ("v10", "v9", "v13"):  # 06, 07: SFT of the tied, vanilla and three-loop models
+                add(sft_run(base, f"{name}-sft-paper", "paper", steps=sft_short))
+        add(sft_run(small, "v3-sft-paper", "paper"))  # 05, 08
+        add(sft_run(small, "v3-sft-masked", "masked"))
+        add(experiment("v3", scale, seed, {"train.pad_targets": "include"}))  # 05
+        add(experiment("v7", scale, seed))  # 02: the long phantom run
+        for mode in ("phantom", "phantom-last", "truncated:4"):  # 02: short runs ("full" is v3)
+            add(experiment("v3", scale, seed, {"train.backprop": mode}))
+        for mode in ("full", "phantom", "phantom-last"):  # 02: the long horizon
+            add(experiment("v3", scale, seed, {"train.backprop": mode, "train.steps": s.long_steps}))
+        for arm in INTERVENTION_ARMS:  # 04, 10, 12: paper B's intervention (the sampled-depth model)
+            add(intervention_arm(small, arm, s.short_steps))
+    return list(out.values())
+
+
+# PROTOCOL §4.8: the paper's logged step times (ms/step, one GPU, 23M models unless named) per run name
+LOGGED_MS = {"v5": 143, "v6": 300, "v7": 69, "v9": 34, "v10": 143, "v13": 135, "v14": 133, "v9-sft-paper": 54,
+             "v13-sft-paper": 180}
+
+
+def plan_rows(scale: str = "paper", seeds: Sequence[int] | None = None,
+              step_ms: dict[str, float] | None = None) -> list[dict[str, Any]]:
+    """What ``notebook_runs`` will train, with an estimate of its cost: steps, parameters, ms/step — the paper's
+    logged time for the run (``LOGGED_MS``, or ``step_ms`` of the user's own measurements), else scaled from v5's
+    143 ms by block applications × d² (× 2.1 for multi-depth supervision, as v6/v5; × 0.48 for the phantom
+    gradient, as v7/v5) — GPU hours and the disk of its final weights (float32)."""
+
+
+    unset = not os.environ.get("TIEDLM_MINIMIND")
+    if unset:  # a plan reads no data: the configs only need some corpus name
+        os.environ["TIEDLM_MINIMIND"] = "minimind (not needed for a plan)"
+    try:
+        return _plan_rows(scale, seeds, {**LOGGED_MS, **(step_ms or {})}, bool(step_ms))
+    finally:
+        if unset:
+            del os.environ["TIEDLM_MINIMIND"]
+
+
+def _plan_rows(scale: str, seeds: Sequence[int] | None, times: dict[str, float], measured: bool
+               ) -> list[dict[str, Any]]:
+    import torch
+
+    from .layout import parse_layout
+    from .model import TiedLM
+
+    def apps(layout: str) -> int:
+        return sum(seg.iters for seg in parse_layout(layout))
+
+    v5 = experiment("v5", "paper")
+    rows = []
+    for cfg in notebook_runs(scale, seeds):
+        with torch.device("meta"):
+            params = TiedLM(cfg.model).num_params()
+        base = cfg.name.split("-sft")[0]
+        same = base in EXPERIMENTS and cfg.model == experiment(base, "paper").model  # the model the time was logged on
+        if cfg.name in times and same and cfg.train.backprop == "full":
+            ms, basis = float(times[cfg.name]), "measured" if measured else "logged"
+        else:
+            ms = times["v5"] * apps(cfg.model.layout) * cfg.model.d_model ** 2 / (apps(v5.model.layout)
+                                                                                   * v5.model.d_model ** 2)
+            ms *= cfg.train.batch_size * cfg.data.seq_len / (v5.train.batch_size * v5.data.seq_len)
+            ms *= 2.1 if cfg.train.depths else 1.0
+            ms *= 0.48 if cfg.train.backprop.startswith("phantom") else 1.0
+            basis = "scaled from v5"
+        rows.append({"run": cfg.name, "seed": cfg.train.seed, "layout": cfg.model.layout, "steps": cfg.train.steps,
+                     "params": params, "ms/step": round(ms, 1), "basis": basis,
+                     "GPU hours": cfg.train.steps * ms / 3.6e6, "disk MB": params * 4 / 2 ** 20})
+    return rows

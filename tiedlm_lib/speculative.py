@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import torch
@@ -151,6 +151,53 @@ def _check(model, prompt: Sequence[int], max_new: int, draft_len: int) -> list[i
     return prompt
 
 
+@dataclass
+class _Decoder:
+    """One generation's state: the two cache dicts, the draft's lag, and the tokens so far."""
+
+    stack: _Stack
+    sampling: SamplingConfig | None
+    g: torch.Generator
+    window: list[int]
+    full_cache: dict = field(default_factory=dict)  # shared part + the full model's rest, one slot per application
+    draft_cache: dict = field(default_factory=dict)  # the draft's rest
+    lag: list = field(default_factory=list)  # z_d of the positions after those the draft's rest has seen, in order
+
+    def draft(self, seq: list[int], new: list[int], L: int) -> tuple[list[int], list[torch.Tensor], list]:
+        """L tokens from the draft after ``seq``, their draft distributions (sampling) and the shared states z_d of
+        the L + 1 positions the full model will verify (the pending token's and each drafted token's)."""
+        drafted: list[int] = []
+        qs: list[torch.Tensor] = []
+        states: list[torch.Tensor] = []
+        tok, pos = seq[-1], len(seq) - 1
+        for _ in range(L):
+            z_d = self.stack.shared(torch.tensor([[tok]]), pos, self.full_cache)
+            states.append(z_d)
+            logits = self.stack.draft(torch.cat([*self.lag, z_d], 1), self.draft_cache)[0, -1]
+            self.lag = []
+            if self.sampling is None:
+                t = int(logits.argmax())
+            else:
+                q = distribution(logits, self.window + new + drafted, self.sampling)
+                t = int(torch.multinomial(q, 1, generator=self.g))
+                qs.append(q)
+            drafted.append(t)
+            tok, pos = t, pos + 1
+        states.append(self.stack.shared(torch.tensor([[tok]]), pos, self.full_cache))
+        if not drafted:  # nothing drafted: this position's draft state still lags behind
+            self.lag.append(states[-1])
+        return drafted, qs, states
+
+    def rollback(self, n: int, drafted: list[int], m: int, last_state: torch.Tensor) -> None:
+        """Keep positions 0..n+m-1 (accepted) in every cache; n+m is the next pending position."""
+        _truncate(self.full_cache, n + m)
+        if drafted and m == len(drafted):  # the last drafted token's shared state is valid; the draft never saw it
+            self.lag = [last_state]
+        elif drafted:  # the draft saw positions up to n+L-2; keep what was accepted
+            _truncate(self.draft_cache, n + m)
+            self.lag = []
+
+
 @torch.no_grad()
 def generate(model, prompt: Sequence[int], max_new: int, draft_depth: int, draft_len: int,
              sampling: SamplingConfig | None = None, seed: int = 42, probe=None, stop: Sequence[int] = ()
@@ -162,66 +209,31 @@ def generate(model, prompt: Sequence[int], max_new: int, draft_depth: int, draft
     Stops early after a ``stop`` id (included)."""
     prompt = _check(model, prompt, max_new, draft_len)
     stack = _Stack(model, draft_depth, probe)
-    g = torch.Generator().manual_seed(seed)
     window = prompt[-sampling.penalty_window:] if sampling is not None and sampling.penalty_window else []
+    dec = _Decoder(stack, sampling, torch.Generator().manual_seed(seed), window)
     info = SpeculativeInfo()
-    full_cache: dict = {}  # shared part + the full model's rest, one slot per application
-    draft_cache: dict = {}  # the draft's rest
     with eval_mode(model):
-        n = len(prompt)
-        lag: list[torch.Tensor] = []  # z_d of the positions after those the draft's rest has seen, in order
-        if n > 1:  # prefill: every prompt token but the last, through both paths
-            z_d = stack.shared(torch.tensor([prompt[:-1]]), 0, full_cache)
-            stack.full(z_d, full_cache)
-            stack.draft(z_d, draft_cache)
+        if len(prompt) > 1:  # prefill: every prompt token but the last, through both paths
+            z_d = stack.shared(torch.tensor([prompt[:-1]]), 0, dec.full_cache)
+            stack.full(z_d, dec.full_cache)
+            stack.draft(z_d, dec.draft_cache)
         seq, new = list(prompt), []
-        stopped = False
-        while len(new) < max_new and not stopped:
+        while len(new) < max_new:
             n = len(seq)
-            L = min(draft_len, max_new - len(new) - 1)
-            drafted: list[int] = []
-            qs: list[torch.Tensor] = []
-            shared_states: list[torch.Tensor] = []
-            tok, pos = seq[-1], n - 1
-            for _ in range(L):
-                z_d = stack.shared(torch.tensor([[tok]]), pos, full_cache)
-                shared_states.append(z_d)
-                x = torch.cat([*lag, z_d], 1)
-                logits = stack.draft(x, draft_cache)[0, -1]
-                lag = []
-                if sampling is None:
-                    t = int(logits.argmax())
-                else:
-                    q = distribution(logits, window + new + drafted, sampling)
-                    t = int(torch.multinomial(q, 1, generator=g))
-                    qs.append(q)
-                drafted.append(t)
-                tok, pos = t, pos + 1
-            shared_states.append(stack.shared(torch.tensor([[tok]]), pos, full_cache))
-            if not drafted:  # nothing drafted: this position's draft state still lags behind
-                lag.append(shared_states[-1])
-            p_logits = stack.full(torch.cat(shared_states, 1), full_cache)[0]  # (L + 1, V): positions n-1..n+L-1
-            m, bonus = _accept(p_logits, drafted, qs, window + new, sampling, g)
-            info.rounds += 1
-            info.drafted += len(drafted)
-            info.accepted += m
+            drafted, qs, states = dec.draft(seq, new, min(draft_len, max_new - len(new) - 1))
+            p_logits = stack.full(torch.cat(states, 1), dec.full_cache)[0]  # (L + 1, V): positions n-1..n+L-1
+            m, bonus = _accept(p_logits, drafted, qs, window + new, sampling, dec.g)
+            info.rounds, info.drafted, info.accepted = info.rounds + 1, info.drafted + len(drafted), info.accepted + m
             out = drafted[:m] + [bonus]
-            for i, t in enumerate(out):
-                if t in stop:
-                    out, stopped = out[:i + 1], True
-                    break
-            seq += out
-            new += out
-            _truncate(full_cache, n + m)  # positions 0..n+m-1 hold accepted tokens; n+m is the next pending one
-            if drafted and m == len(drafted):  # the last drafted token's shared state is valid; the draft never saw it
-                lag = [shared_states[-1]]
-            elif drafted:  # the draft saw positions up to n+L-2; keep what was accepted
-                _truncate(draft_cache, n + m)
-                lag = []
+            cut = next((i + 1 for i, t in enumerate(out) if t in stop), None)
+            seq += out[:cut]
+            new += out[:cut]
+            if cut is not None:
+                break
+            dec.rollback(n, drafted, m, states[-1])
     info.new_tokens = len(new)
-    info.applications = stack.applications
+    info.applications, info.calls = stack.applications, stack.calls
     info.plain_applications = (len(prompt) + len(new) - 1) * stack.per_token_full
-    info.calls = stack.calls
     info.plain_calls = len(new) * stack.per_token_full  # the prompt in one pass, then one pass per token
     return new, info
 

@@ -1,4 +1,4 @@
-# tiedlm — make paper [SCALE=cpu] | make test | make setup | make main | make nb NB=04_tradeoff [SCALE=cpu] | make lint
+# tiedlm — make paper [SCALE=cpu] | make test | make setup | make lab | make main | make nb NB=04_tradeoff [SCALE=cpu] | make lint
 PY ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
@@ -10,7 +10,7 @@ JOBS ?= 1
 EXPS ?= v3 v4
 export OMP_NUM_THREADS ?= 2
 
-.PHONY: setup test paper html browser main nb sync lint clean-runs
+.PHONY: setup test paper html browser main nb sync lint clean-runs lab
 
 setup: $(VENV)/.installed
 
@@ -37,6 +37,12 @@ test: setup
 # paper/<scale>/html/. One progress line per notebook; a failing notebook stops the run, naming the cell.
 paper: setup
 	$(BIN)/python -m tiedlm_lib.paper --scale $(SCALE) --jobs $(JOBS) $(if $(SEEDS),--seeds $(SEEDS))
+
+# JupyterLab on the notebooks: the paired .py sources open as notebooks (jupytext), saved back to both forms.
+# Normal token auth; open the URL it prints.
+lab: setup
+	$(BIN)/python -m tiedlm_lib.lab --write-settings
+	$(BIN)/jupyter lab --notebook-dir=notebooks $(if $(filter 0,$(shell id -u)),--allow-root)
 
 # Re-render the HTML from already executed notebooks.
 html: setup

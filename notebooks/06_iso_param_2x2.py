@@ -23,7 +23,7 @@ paper_dir = None  # default: paper/<scale>/
 n_boot = 2000
 size = "small"  # the scale's size preset for these runs ("large" is the paper's 23M analogue)
 steps = None  # default: 0.8 x the scale's short run (800 steps at cpu); at the paper scale use its 39,695
-sft_steps = None  # default: a quarter of `steps`
+sft_steps = None  # default: a quarter of `steps` (paper scale: the original 28,304 steps at lr 1e-4)
 
 # %%
 import altair as alt
@@ -42,7 +42,7 @@ rep = Report("06_iso_param_2x2", scale, figures_dir, paper_dir, seeds=seeds)
 seeds = rep.seeds
 S = get_scale(scale)
 steps = steps or int(0.8 * S.short_steps)
-sft_steps = sft_steps or max(2, steps // 4)
+sft_steps = sft_steps or (None if scale == "paper" else max(2, steps // 4))  # paper: the original SFT recipe
 OVR = {"size": size, "train.steps": steps}
 CAST = {"tied, full (v10)": "v10", "tied, phantom (v7)": "v7", "vanilla (v9)": "v9",
         "vanilla, compute-matched (v9c)": "v9c"}

@@ -119,7 +119,7 @@ rep.chart(ac.facet(facet="model:N", columns=2), "alpha_by_loop")
 # 06's SFT runs of the one-loop tied model and the vanilla model (the same configurations, so cached).
 
 # %%
-sft_steps = max(2, steps // 4)
+sft_steps = None if scale == "paper" else max(2, steps // 4)  # paper: the original SFT recipe (28,304 steps)
 PIPE = {"3 loops (v13)": "v13", "1 loop (v10)": "v10", "vanilla (v9)": "v9"}
 pipe = {}
 for label, name in PIPE.items():

@@ -195,3 +195,18 @@ def test_train_all_under_torchrun_trains_once_then_reads_the_cache(tmp_path):
     bad = subprocess.run([sys.executable, "-m", "tiedlm_lib", "train-all", "--scale", "smoke", "--only", "v99"],
                          env=env, cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert bad.returncode == 2 and "--only names ['v99']" in bad.stderr
+
+
+def test_paper_scale_sft_uses_the_original_recipe(monkeypatch):
+    from tiedlm_lib.experiments import sft_run
+    from tiedlm_lib.registry import SFT_LR, SFT_STEPS, notebook_runs
+
+    monkeypatch.setenv("TIEDLM_MINIMIND", "minimind.jsonl")
+    cfg = sft_run(experiment("v13", "paper"), "v13-sft-paper")
+    assert (cfg.train.steps, cfg.train.lr, cfg.train.lr_min, cfg.train.schedule) == (SFT_STEPS, SFT_LR, SFT_LR,
+                                                                                     "constant") == (
+        28_304, 1e-4, 1e-4, "constant")
+    assert cfg.train.init_from.startswith("paper/v13-s0-")  # from the base run's final weights, a fresh optimiser
+    assert all(c.train.steps == SFT_STEPS for c in notebook_runs("paper") if "-sft-" in c.name)
+    small = sft_run(experiment("v3", "cpu"), "v3-sft-paper")
+    assert small.train.steps == 250 and small.train.lr == experiment("v3", "cpu").train.lr / 4

@@ -249,13 +249,18 @@ def intervention_arm(base: RunConfig, arm: str, short_steps: int, steps: int | N
                         warmup=min(warmup, steps // 4), data_seed=base.train.data_seed + 1000)
 
 
+SFT_STEPS, SFT_LR = 28_304, 1e-4  # PROTOCOL §4.6: the paper's SFT runs
+
+
 def sft_run(base: RunConfig, name: str, loss: str = "paper", steps: int | None = None, lr: float | None = None,
             conversations: str | None = None) -> RunConfig:
-    """SFT from ``base``'s final weights as PROTOCOL §4.6: a fresh AdamW with default betas, constant lr (the paper:
-    1e-4, a quarter of the 23M peak; default here: a quarter of the base's peak), batch as in pre-training; loss
-    protocol ``"paper"`` (the whole suffix, pad targets included) or ``"masked"`` (response tokens only)."""
-    cfg = continuation(base, name, steps or max(2, base.train.steps // 4), lr or base.train.lr / 4,
-                       betas=(0.9, 0.999), pad_targets="include")
+    """SFT from ``base``'s final weights as PROTOCOL §4.6: a fresh AdamW with default betas, constant lr, batch as in
+    pre-training; loss protocol ``"paper"`` (the whole suffix, pad targets included) or ``"masked"`` (response tokens
+    only). Defaults: at the paper scale the original recipe (SFT_STEPS = 28,304 steps at lr 1e-4); at the smaller
+    scales a quarter of the base run's steps at a quarter of its peak lr (the paper's 1e-4 is a quarter of 23M's)."""
+    paper = base.scale == "paper"
+    cfg = continuation(base, name, steps or (SFT_STEPS if paper else max(2, base.train.steps // 4)),
+                       lr or (SFT_LR if paper else base.train.lr / 4), betas=(0.9, 0.999), pad_targets="include")
     data = dataclasses.replace(base.data, task="sft", sft_loss=loss, conversations=conversations)
     return dataclasses.replace(cfg, data=data)
 
@@ -277,7 +282,7 @@ def notebook_runs(scale: str, seeds: Sequence[int] | None = None) -> list[RunCon
     s = get_scale(scale)
     seeds = check_seeds(list(seeds) if seeds is not None else list(s.seeds))
     short = {"size": "small", "train.steps": int(0.8 * s.short_steps)}  # sections 05-07 and 10
-    sft_short = max(2, int(0.8 * s.short_steps) // 4)
+    sft_short = None if scale == "paper" else max(2, int(0.8 * s.short_steps) // 4)  # paper: the original recipe
     out: dict[str, RunConfig] = {}
 
     def add(cfg: RunConfig) -> RunConfig:

@@ -158,7 +158,7 @@ rep.chart(alt.vconcat(
 # %% [markdown]
 # **Draft recalibration.** The draft reads a depth-d state with a readout trained on depth-K states (section 10). A
 # head/diagonal probe fitted for depth d (on the probe documents, `tiedlm_lib.lens`) changes what the draft proposes,
-# never what is accepted: outputs stay identical; acceptance may change. First seed, single- and multi-depth models.
+# never what is output: outputs stay identical; acceptance may change. First seed, single- and multi-depth models.
 
 # %%
 cal_rows = []
@@ -221,7 +221,11 @@ rep.chart(alt.vconcat(
 # For each model, seed, rule (max-prob, paper A's; the learned probe) and ε: `n_splits` random halvings of the pool
 # into calibration and test documents; Learn-then-Test (δ = `delta`, thresholds on a fixed grid) on the calibration
 # half; on the test half, the share of tokens whose exit disagrees with full depth and the average depth. A split whose
-# ε cannot be certified runs at full depth. The guarantee says the share exceeds ε in at most a δ fraction of splits.
+# ε cannot be certified runs at full depth. The guarantee bounds the long-run disagreement rate; a finite test half
+# fluctuates around it, so if the guarantee holds about δ or fewer of the splits exceed ε on their test half. The
+# splits reuse one pool of documents (they are dependent): the share of violated splits is a check, not a test of
+# exact level. Hoeffding's bound is conservative: with few calibration documents even the latest exit may not be
+# certified, and the certified share is reported beside the depth.
 
 # %%
 grid = np.linspace(0.0, 1.0, 41)
@@ -236,7 +240,7 @@ for (m, sd), f in features.items():
                 perm = rng.permutation(docs)
                 cal_docs, test_docs = perm[:len(docs) // 2], perm[len(docs) // 2:]
                 cal_m, test_m = np.isin(f.doc, cal_docs), np.isin(f.doc, test_docs)
-                tau, _ = ltt_threshold(f.select(cal_docs), conf[cal_m], grid, eps, delta)
+                tau, _ = ltt_threshold(f.select(cal_docs), conf[cal_m], grid, eps, delta, cfg0.data.seq_len)
                 ft = f.select(test_docs)
                 d = exit_depths(conf[test_m], tau) if tau is not None else np.full(len(ft.doc), K - 1)
                 dis = 1 - ft.agree[np.arange(len(d)), d].mean()
@@ -296,32 +300,34 @@ q9 = rep.judge(verdicts.q9({f"{r['model']}/s{r['seed']}/{r['rule']}/eps{r['eps']
 # ## Results and what they mean
 
 # %%
-best = mult.loc[mult["speed-up"].idxmax()]
-rep.fact("best_speedup", "speculative_speed", "speed-up", {"model": "multi-depth", "seed": int(best["seed"]),
-                                                          "draft depth": int(best["draft depth"]),
-                                                          "draft length": int(best["draft length"])}, "only")
-rep.fact("best_acceptance", "speculative_speed", "acceptance", {"model": "multi-depth", "seed": int(best["seed"]),
-                                                               "draft depth": int(best["draft depth"]),
-                                                               "draft length": int(best["draft length"])}, "only")
-rep.fact("best_calls", "speculative_speed", "calls / plain calls", {
-    "model": "multi-depth", "seed": int(best["seed"]), "draft depth": int(best["draft depth"]),
-    "draft length": int(best["draft length"])}, "only")
+sel_d, sel_L = (int(x[1:]) for x in q7["evidence"]["selected"].split())  # Q7's configuration, chosen on seed 1
+where = {"model": "multi-depth", "draft depth": sel_d, "draft length": sel_L}
+best_speedup = rep.fact("best_speedup", "speculative_speed", "speed-up", where)  # mean over seeds
+rep.fact("best_acceptance", "speculative_speed", "acceptance", where)
+best_calls = rep.fact("best_calls", "speculative_speed", "calls / plain calls", where)
 rep.fact("single_best", "speculative_speed", "speed-up", {"model": "single-depth"}, "max")
 g_depth = {}
 for m in MODELS:
     key = m.split("-")[0]
     rep.fact(f"oracle_{key}", "exit_curves", "avg depth", {"model": m, "rule": "oracle"})
     g_depth[m] = rep.fact(f"g_depth_{key}", "guarantee", "avg_depth", {"model": m, "rule": "maxprob", "eps": eps_mid})
+    rep.fact(f"cert_{key}", "guarantee", "certified", {"model": m, "rule": "maxprob", "eps": eps_mid})
+per_seed_depth = cover[(cover.rule == "maxprob") & (cover.eps == eps_mid)].pivot_table(
+    index="seed", columns="model", values="avg_depth")
+earlier = (per_seed_depth["multi-depth"] < per_seed_depth["single-depth"]).tolist()
 rep.fact("worst_violation", "guarantee", "violation_rate", None, "max")
 rep.prose("Results", "Greedy self-speculative decoding reproduced plain greedy decoding token for token in every "
-          "timed run. On the multi-depth model its best configuration (draft depth {d}, draft length {L}) ran at "
-          "{best_speedup:.2f}× plain decoding's tokens/s with acceptance {best_acceptance:.2f}, making "
-          "{best_calls:.2f}× plain decoding's sequential block calls; on the single-depth model the best speed-up "
-          "was {single_best:.2f}×. The oracle exit averages {oracle_single:.1f} (single-depth), {oracle_multi:.1f} "
+          "timed run. On the multi-depth model the configuration Q7 selected on the first seed (draft depth {d}, "
+          "draft length {L}) ran at {best_speedup:.2f}× plain decoding's tokens/s (mean over seeds) with acceptance "
+          "{best_acceptance:.2f}, making {best_calls:.2f}× plain decoding's sequential block calls; on the "
+          "single-depth model the best speed-up of any configuration was {single_best:.2f}×. The oracle exit averages "
+          "{oracle_single:.1f} (single-depth), {oracle_multi:.1f} "
           "(multi-depth) and {oracle_sampled:.1f} (sampled-depth) of {K} depths. With a guarantee (max-prob, ε = "
           "{eps}, δ = {delta}) the exit averages {g_depth_single:.1f}, {g_depth_multi:.1f} and {g_depth_sampled:.1f} "
-          "depths on unseen documents; the largest share of splits that violated its ε was {worst_violation:.2f}.",
-          d=str(int(best["draft depth"])), L=str(int(best["draft length"])), K=str(K), eps=f"{eps_mid:g}",
+          "depths on unseen documents, certified in {cert_single:.0%}, {cert_multi:.0%} and {cert_sampled:.0%} of the "
+          "calibration splits; the largest share of splits that exceeded ε on their test half was "
+          "{worst_violation:.2f}.",
+          d=str(sel_d), L=str(sel_L), K=str(K), eps=f"{eps_mid:g}",
           delta=f"{delta:g}")
 
 # %%
@@ -332,13 +338,16 @@ rep.prose("What this means", "Self-speculative decoding {q7_words} (Q7 {q7}). {w
           q7_words={"yes": "buys at least 1.5× wall-clock speed at exact outputs on the multi-depth model",
                     "no": "does not reach 1.5× wall-clock speed on the multi-depth model at this scale"}.get(
               q7["verdict"], "may or may not reach 1.5× on the multi-depth model: the seeds do not settle it"),
-          why=("Each drafted token still runs the layers around the loop plus d iterations, and verification runs the "
-               "rest, so the speed-up is bounded by the ratio of sequential block calls (the table's last column), "
-               "not by the FLOPs, which speculation increases." if q7["verdict"] != "yes" else
-               "Verification over the drafted block costs about one position's block calls at batch size 1."),
+          why=(f"Each drafted token still runs the layers around the loop plus d iterations, so the selected "
+               f"configuration makes {best_calls:.2f}× plain decoding's sequential block calls: at batch size 1, "
+               f"where a call costs about the same for one position as for a drafted block, that allows about "
+               f"{1 / best_calls:.2f}×, and it ran at {best_speedup:.2f}×"
+               + ("." if best_speedup <= 1.05 / best_calls else
+                  ": faster than the call count alone predicts, so calls do not all cost the same here.")),
           q8_words={"yes": "saves at least a tenth of the depth", "no": "saves less than a tenth of the depth"}.get(
               q8["verdict"], "saves depth in some seeds and not in others"),
           q9_words={"yes": "held on unseen documents", "no": "failed on unseen documents"}.get(
               q9["verdict"], "held within sampling noise"),
-          law_words=("exits earlier under the same guarantee than" if g_depth["multi-depth"] < g_depth["single-depth"]
-                     else "does not exit earlier under the same guarantee than"))
+          law_words=("exits earlier in every seed, under the same guarantee, than" if all(earlier) else
+                     "does not exit earlier in any seed, under the same guarantee, than" if not any(earlier) else
+                     "exits earlier in some seeds and not in others, under the same guarantee, than"))

@@ -92,15 +92,19 @@ def test_the_curve_has_cis_around_its_points_and_ends_at_full_depth():
 
 
 def _synthetic(n_docs, rng, K=8, per_doc=30):
-    """Tokens whose top token settles at a random depth; max-prob rises with depth and settles with it."""
-    settle = rng.integers(0, K, size=(n_docs, per_doc)).reshape(-1)
+    """Tokens whose top token settles at a random depth; max-prob rises with depth and settles with it. Documents of
+    unequal length (per_doc // 2 .. per_doc real targets)."""
+    lengths = rng.integers(per_doc // 2, per_doc + 1, size=n_docs)
+    settle = rng.integers(0, K, size=int(lengths.sum()))
     k = np.arange(K)
     agree = k[None, :] >= settle[:, None]
     noise = rng.normal(0, 0.1, size=(len(settle), K))
     maxprob = np.clip(0.3 + 0.5 * agree + noise, 0, 1)
     z = np.zeros((len(settle), K))
-    return DepthFeatures(z, agree, maxprob, z, z, z, np.ones_like(z, dtype=np.int64),
-                         np.repeat(np.arange(n_docs), per_doc))
+    inf_first = z.copy()
+    inf_first[:, 0] = np.inf  # KL and state change are undefined at the first depth
+    return DepthFeatures(z, agree, maxprob, z, inf_first, inf_first, np.ones_like(z, dtype=np.int64),
+                         np.repeat(np.arange(n_docs), lengths))
 
 
 def test_learn_then_test_keeps_its_guarantee_over_calibration_draws():
@@ -110,7 +114,7 @@ def test_learn_then_test_keeps_its_guarantee_over_calibration_draws():
     violations, depths = [], []
     for _ in range(60):
         cal, test = _synthetic(100, rng), _synthetic(400, rng)
-        tau, tests = ltt_threshold(cal, confidence(cal, "maxprob"), taus, eps, delta)
+        tau, tests = ltt_threshold(cal, confidence(cal, "maxprob"), taus, eps, delta, n_max=30)
         assert tests[0]["tau"] == max(taus)  # tested from the most conservative threshold down
         if tau is None:
             continue
@@ -123,15 +127,18 @@ def test_learn_then_test_keeps_its_guarantee_over_calibration_draws():
     assert np.mean(depths) < 8  # and it exits early on average
     # an ε below what any threshold achieves is refused, not certified
     cal = _synthetic(100, rng)
-    assert ltt_threshold(cal, confidence(cal, "maxprob"), [0.1, 0.2], 0.01, 0.1)[0] is None
+    assert ltt_threshold(cal, confidence(cal, "maxprob"), [0.1, 0.2], 0.01, 0.1, n_max=30)[0] is None
     with pytest.raises(ValueError, match="eps and delta"):
-        ltt_threshold(cal, confidence(cal, "maxprob"), taus, 0.0, 0.1)
+        ltt_threshold(cal, confidence(cal, "maxprob"), taus, 0.0, 0.1, n_max=30)
+    with pytest.raises(ValueError, match="n_max must bound every document"):
+        ltt_threshold(cal, confidence(cal, "maxprob"), taus, 0.1, 0.1, n_max=10)
 
 
 def test_the_learned_exit_probe_ranks_agreeing_depths_higher():
     rng = np.random.default_rng(1)
     f = _synthetic(60, rng)
     probe = ExitProbe.fit(f)
+    assert ExitProbe.design(f).shape[-1] == ExitProbe.FEATURES and np.isfinite(ExitProbe.design(f)).all()
     g = _synthetic(60, rng)  # fresh documents
     conf = probe.confidence(g)
     pos, neg = conf[g.agree], conf[~g.agree]

@@ -89,21 +89,32 @@ def test_a_draft_probe_changes_acceptance_never_the_output(placement, form):
     plain, info0 = spec_generate(m, prompt, 25, 2, 4)
     assert got == want == plain
     assert info.drafted > 0 and info0.drafted > 0
+    # the draft reads out through the probe, exactly as the probe's own readout does
+    from tiedlm_lib.lens import Readout
+    from tiedlm_lib.speculative import _Stack
 
-
-def _joint(model, prompt, cfg, depth=None):
-    """The exact distribution of the first two sampled tokens, {(t1, t2): p}, from the model's logits."""
-    V = model.config.vocab_size
+    stack = _Stack(m, 2, fitted)
+    x = torch.tensor([prompt])
     with torch.no_grad():
-        p1 = distribution(model(torch.tensor([prompt]), depth=depth)[0, -1], prompt[-cfg.penalty_window:], cfg)
-        out = {}
-        for t1 in range(V):
-            if p1[t1] == 0:
-                continue
-            p2 = distribution(model(torch.tensor([prompt + [t1]]), depth=depth)[0, -1],
-                              prompt[-cfg.penalty_window:] + [t1], cfg)
-            for t2 in range(V):
-                out[t1, t2] = float(p1[t1] * p2[t2])
+        z_d = stack.shared(x, 0, {})
+        got_logits = stack.draft(z_d, {})
+        state = z_d if placement == "loop" else m.head_input(m.coda(z_d))
+        want_logits = fitted.probe.logits(Readout(m, placement), state)
+    torch.testing.assert_close(got_logits, want_logits)
+
+
+def _joint(model, prompt, cfg, depth=None, n=3, prefix=(), p=1.0):
+    """The exact distribution of the first n sampled tokens, {(t1, .., tn): p}, from the model's logits (the penalty
+    history: the prompt window and the tokens sampled so far)."""
+    if len(prefix) == n:
+        return {tuple(prefix): p}
+    with torch.no_grad():
+        logits = model(torch.tensor([prompt + list(prefix)]), depth=depth)[0, -1]
+    q = distribution(logits, prompt[-cfg.penalty_window:] + list(prefix), cfg)
+    out = {}
+    for t in range(model.config.vocab_size):
+        if q[t] > 0:
+            out |= _joint(model, prompt, cfg, depth, n, (*prefix, t), p * float(q[t]))
     return out
 
 
@@ -132,8 +143,8 @@ def test_sampling_follows_the_full_models_distribution(cfg, seed, std):
     assert tv > 0.1, "the draft must differ from the full model for this test to mean anything"
     n = 1200
     counts: dict = {}
-    for s in range(n):
-        toks, _ = spec_generate(m, prompt, 2, 1, 2, sampling=cfg, seed=s)
+    for s in range(n):  # three tokens: two drafted in the first round, so both acceptance paths and rollback run
+        toks, _ = spec_generate(m, prompt, 3, 1, 2, sampling=cfg, seed=s)
         counts[tuple(toks)] = counts.get(tuple(toks), 0) + 1
     stat, df = _chi2(counts, target, n)
     crit = df + 4.0 * np.sqrt(2 * df)  # far in the tail (chi2 sd = sqrt(2 df)): a correct sampler fails ~never
@@ -145,6 +156,18 @@ def test_sampling_follows_the_full_models_distribution(cfg, seed, std):
     draft_counts = {c: int(k) for c, k in zip(*np.unique(idx, return_counts=True))}
     draft_counts = {cells[i]: k for i, k in draft_counts.items()}
     assert _chi2(draft_counts, target, n)[0] > crit
+
+
+def test_the_benchmark_baseline_is_plain_greedy_decoding():
+    from tiedlm_lib.speculative import benchmark, plain_greedy
+
+    m = tiny_model("S A*4 S", seq=40, dtype=torch.float64)
+    prompts = [_prompt(5, seed=s) for s in range(3)]
+    for p in prompts:
+        assert plain_greedy(m, p, 12) == generate(m, p, SamplingConfig(**{**GREEDY.__dict__, "max_new": 12}))
+    rows, summary = benchmark(m, prompts, 12, [(1, 2), (2, 3)], n_boot=100)
+    assert len(rows) == 6 and [(s["draft depth"], s["draft length"]) for s in summary] == [(1, 2), (2, 3)]
+    assert all(s["speed-up lo"] <= s["speed-up"] <= s["speed-up hi"] and s["identical outputs"] for s in summary)
 
 
 def test_bad_input_is_refused_with_a_clear_error():

@@ -9,17 +9,20 @@ confidence reaches the threshold τ (else at K). The **oracle** exits at the ear
 full-depth top token: no rule that looks only at depths up to its exit can agree with full depth more cheaply.
 
 Sequences are read out with full causal passes, one sequence's positions never seeing another's (batch rows are
-independent), so the per-depth readouts are what batch-size-1 decoding at that depth would give if every earlier
-position had run at full depth — the usual analysis of exit rules, not a simulation of a KV cache with exited
-positions.
+independent), so the depth-k readout of a position is what batch-size-1 decoding gives when *every* position runs at
+depth k (the loop's and the coda's attention read earlier positions' depth-k states) — the usual analysis of exit
+rules, not a simulation of a KV cache in which earlier positions exited at other depths.
 
 **Exits with a guarantee** (``ltt_threshold``): Learn-then-Test (Angelopoulos et al., 2021) over a threshold grid on
-calibration documents. For a user's ε and δ it picks the most aggressive τ such that, with probability ≥ 1 − δ over
-the calibration documents, the long-run share of tokens whose exit token differs from the full-depth token is at most
-ε. Documents are the independent unit: for document i with n_i real targets and d_i disagreements, the loss
-ℓ_i = (d_i − ε·n_i) / n_max lies in a range of width 1 and E[ℓ] ≤ 0 exactly when E[d] / E[n] ≤ ε (the token-level
-rate); Hoeffding's inequality gives each τ a p-value for H0: E[ℓ] > 0, and fixed-sequence testing from the most
-conservative τ down controls the family-wise error at δ.
+calibration documents. For a user's ε and δ it returns the last τ certified before the first failure, testing from
+the most conservative τ down (fixed-sequence testing, valid in any fixed order, so risk need not be monotone in τ),
+such that with probability ≥ 1 − δ over the calibration documents the long-run share of tokens whose exit token
+differs from the full-depth token is at most ε. Documents are the independent unit: for document i with n_i ≤ n_max
+real targets and d_i disagreements, the loss ℓ_i = (d_i − ε·n_i) / n_max lies in a range of width 1 and E[ℓ] ≤ 0
+exactly when E[d] / E[n] ≤ ε (the token-level rate); Hoeffding's inequality gives each τ a p-value for H0: E[ℓ] > 0.
+``n_max`` must bound every document's real targets *a priori* (the sequence length, since a document is one row), not
+be read from the calibration data. Hoeffding is conservative: with few calibration documents even the latest exit
+may not be certified.
 """
 
 from __future__ import annotations
@@ -179,24 +182,27 @@ class ExitProbe:
     mean: np.ndarray
     scale: np.ndarray
 
+    FEATURES = 7
+
     @staticmethod
     def design(f: DepthFeatures) -> np.ndarray:
-        """(n, K, 6): max-prob, entropy, KL and state change (log1p, infinities at k = 1 as 0 with a first-depth
-        flag), run length / K, k / K."""
+        """(n, K, 7): max-prob, entropy, KL and state change (log1p; undefined at k = 1, set to 0 there), a
+        first-depth flag (so that 0 at k = 1 is not read as "settled"), run length / K, k / K."""
         K = f.K
         kl = np.where(np.isfinite(f.kl), np.log1p(np.maximum(f.kl, 0)), 0.0)
         ch = np.where(np.isfinite(f.change), np.log1p(f.change), 0.0)
         k = np.broadcast_to(np.arange(1, K + 1) / K, f.nll.shape)
-        return np.stack([f.maxprob, f.entropy, kl, ch, f.stable / K, k], -1)
+        first = np.broadcast_to((np.arange(K) == 0).astype(np.float64), f.nll.shape)
+        return np.stack([f.maxprob, f.entropy, kl, ch, first, f.stable / K, k], -1)
 
     @classmethod
     def fit(cls, f: DepthFeatures, iters: int = 200, l2: float = 1e-3) -> ExitProbe:
-        X = cls.design(f).reshape(-1, 6)
+        X = cls.design(f).reshape(-1, cls.FEATURES)
         y = f.agree.reshape(-1).astype(np.float64)
         mean, scale = X.mean(0), X.std(0) + 1e-9
         Xt = torch.tensor((X - mean) / scale)
         yt = torch.tensor(y)
-        w = torch.zeros(6, dtype=torch.float64, requires_grad=True)
+        w = torch.zeros(cls.FEATURES, dtype=torch.float64, requires_grad=True)
         b = torch.zeros((), dtype=torch.float64, requires_grad=True)
         opt = torch.optim.LBFGS([w, b], max_iter=iters, line_search_fn="strong_wolfe")
 
@@ -222,15 +228,18 @@ def hoeffding_pvalue(losses: np.ndarray) -> float:
     return 1.0 if mean >= 0 else float(math.exp(-2 * m * mean ** 2))
 
 
-def ltt_threshold(f: DepthFeatures, conf: np.ndarray, taus: Sequence[float], eps: float, delta: float
-                  ) -> tuple[float | None, list[dict]]:
-    """The most aggressive τ of ``taus`` whose token disagreement rate is certified ≤ ε with probability ≥ 1 − δ
-    (see the module docstring), and the test of every τ tried. None if not even the most conservative τ passes."""
+def ltt_threshold(f: DepthFeatures, conf: np.ndarray, taus: Sequence[float], eps: float, delta: float,
+                  n_max: int) -> tuple[float | None, list[dict]]:
+    """The last τ of ``taus`` (tested from the most conservative down) whose token disagreement rate is certified
+    ≤ ε with probability ≥ 1 − δ (see the module docstring), and the test of every τ tried; None if not even the most
+    conservative τ passes. ``n_max``: an a-priori bound on a document's real targets (the sequence length)."""
     if not 0 < eps < 1 or not 0 < delta < 1:
         raise ValueError(f"eps and delta must lie in (0, 1), got eps={eps!r}, delta={delta!r}")
     docs, pos = np.unique(f.doc, return_inverse=True)
     n = np.bincount(pos, minlength=len(docs)).astype(float)
-    n_max = n.max()
+    if n.max() > n_max:
+        raise ValueError(f"a document has {int(n.max())} real targets, more than n_max = {n_max}: n_max must bound "
+                         "every document a priori (the sequence length)")
     chosen, tests = None, []
     for tau in sorted(taus, reverse=True):  # from the most conservative (latest exits) down
         d = exit_depths(conf, tau)

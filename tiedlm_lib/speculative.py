@@ -223,9 +223,10 @@ def generate(model, prompt: Sequence[int], max_new: int, draft_depth: int, draft
             drafted, qs, states = dec.draft(seq, new, min(draft_len, max_new - len(new) - 1))
             p_logits = stack.full(torch.cat(states, 1), dec.full_cache)[0]  # (L + 1, V): positions n-1..n+L-1
             m, bonus = _accept(p_logits, drafted, qs, window + new, sampling, dec.g)
-            info.rounds, info.drafted, info.accepted = info.rounds + 1, info.drafted + len(drafted), info.accepted + m
             out = drafted[:m] + [bonus]
             cut = next((i + 1 for i, t in enumerate(out) if t in stop), None)
+            info.rounds, info.drafted = info.rounds + 1, info.drafted + len(drafted)
+            info.accepted += m if cut is None else min(m, cut)  # tokens after a stop are not output
             seq += out[:cut]
             new += out[:cut]
             if cut is not None:
@@ -259,6 +260,22 @@ def _accept(p_logits: torch.Tensor, drafted: list[int], qs: list[torch.Tensor], 
 
 
 # ---------------------------------------------------------------------------------------------------- benchmark
+@torch.no_grad()
+def plain_greedy(model, prompt: Sequence[int], max_new: int) -> list[int]:
+    """The baseline: cached decoding at full depth with an argmax per token (the same per-token work as the
+    speculative path's greedy choice; ``generate.generate`` with top_k=1 gives the same tokens with sampling's
+    filtering on top)."""
+    prompt = _check(model, prompt, max_new, 1)
+    cache: dict = {}
+    with eval_mode(model):
+        logits = model.forward_cached(torch.tensor([prompt]), cache, 0)[0, -1]
+        out = [int(logits.argmax())]
+        for _ in range(max_new - 1):
+            logits = model.forward_cached(torch.tensor([[out[-1]]]), cache, len(prompt) + len(out) - 1)[0, -1]
+            out.append(int(logits.argmax()))
+    return out
+
+
 def benchmark(model, prompts: Sequence[Sequence[int]], max_new: int, configs: Sequence[tuple[int, int]],
               repeats: int = 1, probe=None, n_boot: int = 2000, seed: int = 0, progress: bool = False
               ) -> tuple[list[dict], list[dict]]:
@@ -273,11 +290,8 @@ def benchmark(model, prompts: Sequence[Sequence[int]], max_new: int, configs: Se
 
     from tqdm.auto import tqdm
 
-    from .generate import generate as plain_generate
-
     if not prompts:
         raise ValueError("benchmark needs at least one prompt")
-    greedy = SamplingConfig(max_new=max_new, top_k=1, top_p=None, repetition_penalty=1.0)
 
     def timed(fn):
         best, out = math.inf, None
@@ -287,10 +301,10 @@ def benchmark(model, prompts: Sequence[Sequence[int]], max_new: int, configs: Se
             best = min(best, time.perf_counter() - t)
         return best, out
 
-    plain_generate(model, prompts[0], greedy)  # warm-up
+    plain_greedy(model, prompts[0], max_new)  # warm-up
     rows = []
     for i, prompt in enumerate(tqdm(prompts, desc="prompts", disable=not progress, leave=False)):
-        t_plain, want = timed(lambda p=prompt: plain_generate(model, p, greedy))
+        t_plain, want = timed(lambda p=prompt: plain_greedy(model, p, max_new))
         for d, L in configs:
             t_spec, (got, info) = timed(lambda p=prompt, d=d, L=L: generate(model, p, max_new, d, L, probe=probe))
             if got != want:

@@ -771,7 +771,7 @@ def q7(speedups: Mapping[str, PerSeed], target: float = SPEEDUP_TARGET) -> Judge
     no if every configuration's CI upper end is below target in every seed; otherwise inconclusive."""
     if not speedups:
         raise ValueError("Q7 needs at least one configuration's speed-ups")
-    first = min(next(iter(speedups.values())))
+    first = next(iter(next(iter(speedups.values()))))  # the first seed as the caller lists them
     best = max(speedups, key=lambda c: speedups[c][first].point)
     others = {s: e for s, e in speedups[best].items() if s != first} or {first: speedups[best][first]}
     yes = all(e.lo >= target for e in others.values())
@@ -802,9 +802,11 @@ def q8(avg_depth: Mapping[int, float], K: int, eps: float, delta: float, model: 
 
 
 def q9(violations: Mapping[str, tuple[int, int]], delta: float, alpha: float = 0.01) -> Judgement:
-    """Does the guarantee hold? Per unit (model, seed, rule, ε): (splits whose test-document disagreement exceeded ε,
-    splits). yes if every unit's violation frequency is ≤ δ; no if some unit's count is significantly above δ
-    (one-sided binomial test at ``alpha``); otherwise inconclusive."""
+    """Does the guarantee hold? Per unit (model, seed, rule, ε): (splits whose test-half disagreement exceeded ε,
+    splits). The guarantee bounds the long-run rate, so a test half may exceed ε by chance; if it holds, about δ or
+    fewer of the splits do. yes if every unit's frequency is ≤ δ; no if some unit's count is significantly above δ
+    (one-sided binomial test at ``alpha`` / number of units, Bonferroni; the splits reuse one pool of documents, so
+    they are dependent and this is a check, not a test of exact level); otherwise inconclusive."""
     if not violations:
         raise ValueError("Q9 needs at least one unit's violation count")
 
@@ -812,11 +814,12 @@ def q9(violations: Mapping[str, tuple[int, int]], delta: float, alpha: float = 0
         return float(sum(math.comb(n, i) * delta ** i * (1 - delta) ** (n - i) for i in range(k, n + 1)))
 
     freq = {u: k / n for u, (k, n) in violations.items()}
-    sig = {u: p_above(k, n) < alpha for u, (k, n) in violations.items()}
+    sig = {u: p_above(k, n) < alpha / len(violations) for u, (k, n) in violations.items()}
     return Judgement("Q9", answer(all(f <= delta for f in freq.values()), any(sig.values())),
                      f"the share of calibration splits whose guaranteed exit disagrees with full depth on more than "
                      f"eps of the unseen documents' tokens is <= delta = {delta:g} for every model, seed, rule and eps "
-                     f"(yes); some unit significantly above delta (binomial, p < {alpha:g}) (no)",
+                     f"(yes); some unit significantly above delta (binomial, p < {alpha:g} / units) (no); the splits "
+                     "share one pool (dependent)",
                      {u: {"violations": k, "splits": n, "frequency": freq[u], "significantly above delta": sig[u]}
                       for u, (k, n) in violations.items()}, "corrected",
                      f"violation counts over calibration splits, {len(violations)} units")

@@ -31,7 +31,7 @@ import pandas as pd
 from tiedlm_lib import get_run, verdicts
 from tiedlm_lib.analysis import cached_corpus
 from tiedlm_lib.benchmark import draw, implied_pad_nll, kendall_tau, seen_in_training, suffix_nll
-from tiedlm_lib.experiments import get_scale, sft_run
+from tiedlm_lib.experiments import get_scale, section_overrides, sft_run
 from tiedlm_lib.report import Report
 from tiedlm_lib.reported import reported, reported_value
 from tiedlm_lib.stats import Estimate, group_diff, mean_ci, paired_diff
@@ -50,7 +50,7 @@ print(f"scale {scale}: seq {S.seq_len}, benchmark {n_batches} x {batch_size} dra
 # corpus (see `tiedlm_lib.sft`), with the response in the last quarter — where the benchmark looks.
 
 # %%
-SHORT = {"size": "small", "train.steps": int(0.8 * S.short_steps)}  # sections 06 and 07's runs (cached, shared)
+SHORT = section_overrides(scale)  # sections 06 and 07's runs (cached, shared; at paper scale the paper's own)
 
 
 def cast(seed):

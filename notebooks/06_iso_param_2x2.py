@@ -21,8 +21,8 @@ seeds = None  # training seeds; default: the scale's (smoke: [0], cpu: [0, 1, 2]
 figures_dir = None  # default: figures/<scale>/
 paper_dir = None  # default: paper/<scale>/
 n_boot = 2000
-size = "small"  # the scale's size preset for these runs ("large" is the paper's 23M analogue)
-steps = None  # default: 0.8 x the scale's short run (800 steps at cpu); at the paper scale use its 39,695
+size = None  # default: the scale's preset (registry.section_overrides: small at smoke/cpu; the paper's own at paper)
+steps = None  # default: likewise (0.8 x the scale's short run at smoke/cpu, 800 steps at cpu; the paper's at paper)
 sft_steps = None  # default: a quarter of `steps` (paper scale: the original 28,304 steps at lr 1e-4)
 
 # %%
@@ -33,7 +33,7 @@ from tiedlm_lib import get_run, verdicts
 from tiedlm_lib.analysis import cached_corpus, heldout_scores
 from tiedlm_lib.benchmark import draw
 from tiedlm_lib.criteria import sign, spread_columns
-from tiedlm_lib.experiments import get_scale, sft_run
+from tiedlm_lib.experiments import get_scale, section_overrides, sft_run
 from tiedlm_lib.report import Report, seed_color
 from tiedlm_lib.reported import reported, reported_value
 from tiedlm_lib.stats import paired_diff
@@ -41,12 +41,12 @@ from tiedlm_lib.stats import paired_diff
 rep = Report("06_iso_param_2x2", scale, figures_dir, paper_dir, seeds=seeds)
 seeds = rep.seeds
 S = get_scale(scale)
-steps = steps or int(0.8 * S.short_steps)
-sft_steps = sft_steps or (None if scale == "paper" else max(2, steps // 4))  # paper: the original SFT recipe
-OVR = {"size": size, "train.steps": steps}
+OVR = section_overrides(scale) | ({"size": size} if size else {}) | ({"train.steps": steps} if steps else {})
+steps = OVR.get("train.steps")  # None: each experiment's own steps (the paper scale)
+sft_steps = sft_steps or (max(2, steps // 4) if steps else None)  # None: the paper's SFT recipe (sft_run)
 CAST = {"tied, full (v10)": "v10", "tied, phantom (v7)": "v7", "vanilla (v9)": "v9",
         "vanilla, compute-matched (v9c)": "v9c"}
-print(f"scale {scale}: size {size}, {steps} steps, SFT {sft_steps} steps, seeds {seeds}")
+print(f"scale {scale}: overrides {OVR or 'none (the paper runs)'}, SFT {sft_steps or 'recipe'} steps, seeds {seeds}")
 
 # %% [markdown]
 # ## The runs

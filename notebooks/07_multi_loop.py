@@ -18,8 +18,8 @@ seeds = None  # training seeds; default: the scale's (smoke: [0], cpu: [0, 1, 2]
 figures_dir = None  # default: figures/<scale>/
 paper_dir = None  # default: paper/<scale>/
 n_boot = 2000
-size = "small"
-steps = None  # default: 0.8 x the scale's short run, as section 06
+size = None  # default: the scale's preset, as section 06 (registry.section_overrides)
+steps = None  # default: likewise (0.8 x the scale's short run at smoke/cpu; the paper's own at paper)
 
 # %%
 import altair as alt
@@ -29,7 +29,7 @@ from tiedlm_lib import get_run, verdicts
 from tiedlm_lib.analysis import cached_corpus, heldout_scores
 from tiedlm_lib.benchmark import draw
 from tiedlm_lib.criteria import sign, spread_columns
-from tiedlm_lib.experiments import get_scale, sft_run
+from tiedlm_lib.experiments import get_scale, section_overrides, sft_run
 from tiedlm_lib.report import Report, seed_color
 from tiedlm_lib.reported import reported
 from tiedlm_lib.stats import paired_diff
@@ -37,11 +37,11 @@ from tiedlm_lib.stats import paired_diff
 rep = Report("07_multi_loop", scale, figures_dir, paper_dir, seeds=seeds)
 seeds = rep.seeds
 S = get_scale(scale)
-steps = steps or int(0.8 * S.short_steps)
-OVR = {"size": size, "train.steps": steps}
+OVR = section_overrides(scale) | ({"size": size} if size else {}) | ({"train.steps": steps} if steps else {})
+steps = OVR.get("train.steps")  # None: each experiment's own steps (the paper scale)
 CAST = {"1 loop (v10)": "v10", "2 loops + bridge (v12)": "v12", "3 loops (v13)": "v13",
         "4 loops, no closing layer (v14)": "v14", "4 loops + closing layer (v14c)": "v14c"}
-print(f"scale {scale}: size {size}, {steps} steps, seeds {seeds}")
+print(f"scale {scale}: overrides {OVR or 'none (the paper runs)'}, seeds {seeds}")
 
 # %%
 runs = {(label, seed): get_run(name, scale, seed, OVR) for label, name in CAST.items() for seed in seeds}
@@ -119,7 +119,7 @@ rep.chart(ac.facet(facet="model:N", columns=2), "alpha_by_loop")
 # 06's SFT runs of the one-loop tied model and the vanilla model (the same configurations, so cached).
 
 # %%
-sft_steps = None if scale == "paper" else max(2, steps // 4)  # paper: the original SFT recipe (28,304 steps)
+sft_steps = max(2, steps // 4) if steps else None  # None: the paper's SFT recipe (28,304 steps; sft_run)
 PIPE = {"3 loops (v13)": "v13", "1 loop (v10)": "v10", "vanilla (v9)": "v9"}
 pipe = {}
 for label, name in PIPE.items():

@@ -67,7 +67,7 @@ from tiedlm_lib import get_run, verdicts
 from tiedlm_lib.analysis import cached_corpus, depth_grid
 from tiedlm_lib.data import PAD_ID, eval_batches
 from tiedlm_lib.dcp import decompose, evaluate_schedules, split_documents
-from tiedlm_lib.experiments import get_scale, intervention_arm
+from tiedlm_lib.experiments import get_scale, intervention_arm, section_overrides
 from tiedlm_lib.lens import ProbeSpec, all_probes, collect_states, data_curve, share_by_probe
 from tiedlm_lib.report import Report, seed_color, stroke_dash
 from tiedlm_lib.reported import reported
@@ -94,7 +94,7 @@ print(f"scale {scale}: K = {K}, seeds {seeds}, {n_cal} calibration + {n_eval} ev
 # size and steps.
 
 # %%
-SHORT = {"size": "small", "train.steps": int(0.8 * S.short_steps)}  # sections 06 and 07's runs
+SHORT = section_overrides(scale)  # sections 06 and 07's runs (at paper scale the paper's own)
 MODELS = {"single small": ("v3", None), "multi small": ("v4", None), "single large": ("v5", None),
           "multi large": ("v6", None), "three loops": ("v13", SHORT), "dense (vanilla)": ("v9", SHORT)}
 runs = {(label, seed): get_run(name, scale, seed, ovr) for label, (name, ovr) in MODELS.items() for seed in seeds}

@@ -171,8 +171,12 @@ def test_the_plan_prices_every_run_from_logged_or_scaled_step_times(capsys):
     v5 = next(r for r in rows if r["run"] == "v5" and r["basis"] == "logged")
     assert v5["ms/step"] == 143 and v5["GPU hours"] == pytest.approx(3000 * 0.143 / 3600)
     assert v5["params"] == 23_048_934 and v5["disk MB"] == pytest.approx(23_048_934 * 4 / 2 ** 20)
-    # the same name at another size is not priced at the logged time
-    assert all(r["basis"] == "scaled from v5" for r in rows if r["run"] == "v10" and r["params"] < 10_000_000)
+    # the paper scale trains the paper's own runs in every section (23M, 39,695 steps), priced at their logged times
+    v10 = next(r for r in rows if r["run"] == "v10")
+    assert (v10["params"], v10["steps"], v10["basis"]) == (23_048_934, 39_695, "logged")
+    assert next(r for r in rows if r["run"] == "v7")["basis"] == "logged"  # the phantom run's own time
+    # a variant of a logged run (another block form) is not priced at the logged time
+    assert [r["basis"] for r in rows if r["run"] == "v5"] == ["logged", "scaled from v5"]
     mine = plan_rows("paper", step_ms={"v5": 100.0})
     assert next(r for r in mine if r["run"] == "v5")["basis"] == "measured"
     assert main(["--scale", "paper", "--plan"]) == 0

@@ -14,6 +14,7 @@ from .registry import (  # noqa: F401
     get_scale,
     intervention_arm,
     paper_config,
+    section_overrides,
     sft_run,
     split_iters,
 )

@@ -274,6 +274,14 @@ def paper_config(name: str) -> ModelConfig:
 
 
 # ---------------------------------------------------------------------------------------------------- every run
+def section_overrides(scale: str) -> dict[str, Any]:
+    """The extra models of sections 05–07 and 10 (v7, v9, v9c, v10, v12–v14c): at the paper scale the paper's own
+    runs (no override); at the smaller scales the small size for 0.8 × the short run, an economy that keeps the cpu
+    paper within its budget (and that the sections state)."""
+    s = get_scale(scale)
+    return {} if scale == "paper" else {"size": "small", "train.steps": int(0.8 * s.short_steps)}
+
+
 def notebook_runs(scale: str, seeds: Sequence[int] | None = None) -> list[RunConfig]:
     """Every run the sections train at ``scale`` for ``seeds`` (default: the scale's), in a training order (bases
     before their continuations), without duplicates: what ``python -m tiedlm_lib train-all`` trains into the runs
@@ -281,7 +289,7 @@ def notebook_runs(scale: str, seeds: Sequence[int] | None = None) -> list[RunCon
     ``get_run`` calls at their default parameters; a section run with other parameters trains what it lacks itself."""
     s = get_scale(scale)
     seeds = check_seeds(list(seeds) if seeds is not None else list(s.seeds))
-    short = {"size": "small", "train.steps": int(0.8 * s.short_steps)}  # sections 05-07 and 10
+    short = section_overrides(scale)  # sections 05-07 and 10
     sft_short = None if scale == "paper" else max(2, int(0.8 * s.short_steps) // 4)  # paper: the original recipe
     out: dict[str, RunConfig] = {}
 
@@ -352,8 +360,9 @@ def _plan_rows(scale: str, seeds: Sequence[int] | None, times: dict[str, float],
         with torch.device("meta"):
             params = TiedLM(cfg.model).num_params()
         base = cfg.name.split("-sft")[0]
-        same = base in EXPERIMENTS and cfg.model == experiment(base, "paper").model  # the model the time was logged on
-        if cfg.name in times and same and cfg.train.backprop == "full":
+        ref = experiment(base, "paper") if base in EXPERIMENTS else None  # the run the time was logged on
+        same = ref is not None and cfg.model == ref.model and cfg.train.backprop == ref.train.backprop
+        if cfg.name in times and same:
             ms, basis = float(times[cfg.name]), "measured" if measured else "logged"
         else:
             ms = times["v5"] * apps(cfg.model.layout) * cfg.model.d_model ** 2 / (apps(v5.model.layout)

@@ -368,7 +368,7 @@ for seed in seeds:
 iv_rows = []
 for (arm, seed), r in arms.items():
     cal_b, ev_b = doc_sets(r.config, seed)
-    rows_ = share_by_probe(r.model, cal_b, ev_b, 1, N0, probes=[ProbeSpec(*p.split("/")) for p in PAPER_B],
+    rows_ = share_by_probe(r.model, cal_b, ev_b, 1, N0, probes=[ProbeSpec.parse(p) for p in PAPER_B],
                            n_refit=n_refit, n_boot=probe_boot, seed=seed, **PROBE_FIT)
     t = next(x for x in rows_ if x["probe"] == "head/temperature")
     for x in rows_:
@@ -451,7 +451,7 @@ for sd in seeds:
     cal_b, ev_b = doc_sets(rd.config, sd)
     neg_rows += [{"seed": sd, **x} for x in share_by_probe(rd.model, cal_b, ev_b, L_dense - 1, L_dense,
                                                           probes=[ProbeSpec("head", "diagonal"),
-                                                                  ProbeSpec(*headline.split("/"))],
+                                                                  ProbeSpec.parse(headline)],
                                                           n_refit=n_refit, n_boot=probe_boot, seed=sd, **PROBE_FIT)]
 neg = rep.table(pd.DataFrame(neg_rows), "negative_control")
 dense_share = {p: {int(r["seed"]): Estimate(r["share"], r["share lo"], r["share hi"])

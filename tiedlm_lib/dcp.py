@@ -71,7 +71,7 @@ def evaluate_schedules(model, cal_batches: Callable[[], Iterable[EvalBatch]] | N
     documents themselves, as paper B's recurrent script did. ``fit_kw`` goes to ``lens.fit_probe`` (lams, iters).
     Each condition also carries paper B's calibration metrics of the raw and recalibrated readouts (ECE, Brier) and
     the wall-clock seconds per evaluation token of the schedule's forward pass."""
-    specs = [_spec(p) for p in probes]
+    specs = [ProbeSpec.parse(p) for p in probes]
     placements = sorted({s.placement for s in specs} | {"head"})
     readouts = {pl: Readout(model, pl) for pl in placements}
     full = plan(model.config.layout, "prefix", budget(model.config.layout))
@@ -101,13 +101,6 @@ def evaluate_schedules(model, cal_batches: Callable[[], Iterable[EvalBatch]] | N
                               {n: probe_nll(readouts[f.spec.placement], ev[f.spec.placement], f)
                                for n, f in fits.items()}, fits, metrics, seconds / max(1, ev["head"].n_tokens))
     return out
-
-
-def _spec(name: str) -> ProbeSpec:
-    parts = name.split("/")
-    if len(parts) != 2:
-        raise ValueError(f"a probe is named 'placement/form' (e.g. 'head/diagonal'), got {name!r}")
-    return ProbeSpec(*parts)
 
 
 # ---------------------------------------------------------------------------------------------------- bootstrap

@@ -62,6 +62,14 @@ class ProbeSpec:
     def name(self) -> str:
         return f"{self.placement}/{self.form}"
 
+    @classmethod
+    def parse(cls, name: str) -> ProbeSpec:
+        """The probe named "placement/form" (its ``name``), e.g. "head/diagonal"."""
+        parts = name.split("/")
+        if len(parts) != 2:
+            raise ValueError(f"a probe is named 'placement/form' (e.g. 'head/diagonal'), got {name!r}")
+        return cls(*parts)
+
 
 def all_probes() -> list[ProbeSpec]:
     return [ProbeSpec(p, f) for p in PLACEMENTS for f in FORMS]

@@ -5,6 +5,8 @@ BIN := $(VENV)/bin
 SCALE ?= cpu
 # SEEDS=0 for a quick single-seed first look (default: the scale's seeds; cpu: 0,1,2)
 SEEDS ?=
+# REHEARSE=1 with SCALE=paper: rehearse the paper scale on this CPU (exact models, fixture data, a few steps)
+REHEARSE ?=
 # sections executed at once, each single-threaded (2 on a 2-core machine)
 JOBS ?= 1
 EXPS ?= v3 v4
@@ -36,7 +38,8 @@ test: setup
 # The executable paper: every notebook at SCALE in order (runs cached and shared), then the HTML paper in
 # paper/<scale>/html/. One progress line per notebook; a failing notebook stops the run, naming the cell.
 paper: setup
-	$(BIN)/python -m tiedlm_lib.paper --scale $(SCALE) --jobs $(JOBS) $(if $(SEEDS),--seeds $(SEEDS))
+	$(BIN)/python -m tiedlm_lib.paper --scale $(SCALE) --jobs $(JOBS) $(if $(SEEDS),--seeds $(SEEDS)) \
+	  $(if $(filter 1,$(REHEARSE)),--rehearse)
 
 # JupyterLab on the notebooks: the paired .py sources open as notebooks (jupytext), saved back to both forms.
 # Normal token auth; open the URL it prints.

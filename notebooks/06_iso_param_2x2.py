@@ -21,6 +21,8 @@ seeds = None  # training seeds; default: the scale's (smoke: [0], cpu: [0, 1, 2]
 figures_dir = None  # default: figures/<scale>/
 paper_dir = None  # default: paper/<scale>/
 n_boot = 2000
+n_batches = 60  # the suffix benchmark: 60 batches × 16 held-out sequences (the paper's size)
+batch_size = 16
 size = None  # default: the scale's preset (registry.section_overrides: small at smoke/cpu; the paper's own at paper)
 steps = None  # default: likewise (0.8 x the scale's short run at smoke/cpu, 800 steps at cpu; the paper's at paper)
 sft_steps = None  # default: a quarter of `steps` (paper scale: the original 28,304 steps at lr 1e-4)
@@ -73,7 +75,7 @@ pd.DataFrame([{"model": m, "seed": s, "layout": r.config.model.layout, "params":
 
 # %%
 corpus = cached_corpus(runs["tied, full (v10)", seeds[0]].config.data)
-bench = draw(corpus.val, S.seq_len, "heldout", 60, 16)
+bench = draw(corpus.val, S.seq_len, "heldout", n_batches, batch_size)
 scores = {key: heldout_scores(r, bench) for key, r in runs.items()}
 rows = [{"model": m, "seed": s, "suffix real-token": sc["suffix"].masked, "suffix with pad": sc["suffix"].with_pad,
          "full-sequence masked": sc["full"].masked} for (m, s), sc in scores.items()]

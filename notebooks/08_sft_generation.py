@@ -18,6 +18,8 @@ seeds = None  # training seeds; default: the scale's (smoke: [0], cpu: [0, 1, 2]
 figures_dir = None  # default: figures/<scale>/
 paper_dir = None  # default: paper/<scale>/
 n_boot = 2000
+n_batches = 60  # the suffix benchmark: 60 batches × 16 held-out sequences (the paper's size)
+batch_size = 16
 n_prompts = 40  # held-out prompts for the generation measures
 n_shown = 3  # of which printed in full
 max_new = 32  # the paper: 48 new tokens after a 200-token prompt at seq 256 (here scaled to the sequence length)
@@ -71,7 +73,7 @@ pd.DataFrame([{"model": n, "seed": s, "steps": r.result["steps"], "lr": r.config
 # draws from the SFT conversations themselves shows what SFT was for (response-only NLL on held-out conversations).
 
 # %%
-bench = draw(corpus.val, S.seq_len, "heldout", 60, 16)
+bench = draw(corpus.val, S.seq_len, "heldout", n_batches, batch_size)
 held_conv = sft_data(runs["PT", seeds[0]].config, corpus, split="val")
 rows, cost_rows, st = [], [], {}
 for (name, seed), r in runs.items():

@@ -57,6 +57,7 @@ curve_budgets = [1000, 3000, 10000, 30000]  # calibration tokens for the data cu
 intervention_steps = None  # default: a quarter of the scale's short run
 intervention_warmup = 100  # paper B: warm-up 100 steps, then a constant lr
 intervention_lr = None  # default: a quarter of the base run's peak lr
+full_depth_grid = True  # False: only the depths 1, N/2 and N per schedule, all the decomposition needs (rehearsal)
 
 # %%
 import altair as alt
@@ -113,6 +114,8 @@ pd.DataFrame([{"model": m, "run": r.config.name, "seed": s, "layout": r.config.m
 
 # %%
 def ks_for(N):
+    if not full_depth_grid:
+        return sorted({1, max(1, N // 2), N})
     return depth_grid(N, extra=[max(1, N // 2)]) if N > 5 else list(range(1, N + 1))
 
 

@@ -214,3 +214,63 @@ def test_paper_scale_sft_uses_the_original_recipe(monkeypatch):
     assert all(c.train.steps == SFT_STEPS for c in notebook_runs("paper") if "-sft-" in c.name)
     small = sft_run(experiment("v3", "cpu"), "v3-sft-paper")
     assert small.train.steps == 250 and small.train.lr == experiment("v3", "cpu").train.lr / 4
+
+
+def test_rehearsal_trains_exactly_the_paper_scale_models(monkeypatch):
+    """The rehearsal differs from the paper scale in budgets and data only: the same runs by name and seed, each with
+    the paper's exact model, sequence length, vocabulary, split, depth set and backprop, and the original SFT lr."""
+    from tiedlm_lib.registry import SCALES, SFT_LR, notebook_runs
+
+    monkeypatch.setenv("TIEDLM_MINIMIND", "minimind.jsonl")
+    monkeypatch.setattr("tiedlm_lib.data.rehearsal_corpus", lambda: Path("/fixture.jsonl"))  # configs only
+    paper, rehearsal = notebook_runs("paper"), notebook_runs("rehearsal")  # one code path: the same runs in order
+    assert len(rehearsal) == len(paper) == 28
+    for p, c in zip(paper, rehearsal):
+        k = (p.name, p.train.seed, p.model.block, p.train.backprop)
+        assert (c.name, c.train.seed, c.data.task, c.data.sft_loss) == (p.name, p.train.seed, p.data.task,
+                                                                        p.data.sft_loss), k
+        assert (c.train.steps == SCALES["rehearsal"].long_steps) == (p.train.steps == SCALES["paper"].long_steps), k
+        assert c.model == p.model, k
+        assert (c.data.seq_len, c.data.vocab_size, c.data.split) == (p.data.seq_len, p.data.vocab_size, p.data.split)
+        assert (c.train.depths, c.train.backprop, c.train.depth_sampling, c.train.pad_targets, c.train.betas) == (
+            p.train.depths, p.train.backprop, p.train.depth_sampling, p.train.pad_targets, p.train.betas), k
+        assert c.train.steps <= 6 and c.train.batch_size == 2 and c.scale == "rehearsal"
+        assert c.data.corpus == "/fixture.jsonl"
+        if "-sft-" in c.name:
+            assert c.train.lr == SFT_LR
+    assert SCALES["rehearsal"].K == 30 and SCALES["rehearsal"].vocab_size == 23005
+
+
+def test_rehearsal_budgets_name_real_notebook_parameters():
+    """A budget the rehearsal passes must be a parameter the notebook declares, as papermill itself parses the
+    parameters cell (it injects an unknown name with only a warning), and --rehearse refuses any scale but paper."""
+    import nbformat
+    from papermill.translators import PythonTranslator
+
+    from tiedlm_lib.paper import REHEARSAL_PARAMS, _cell_parameters, main
+
+    for stem, budget in REHEARSAL_PARAMS.items():
+        path = ROOT / "notebooks" / f"{stem}.ipynb"
+        assert path.is_file(), stem
+        declared = _cell_parameters(json.loads(path.read_text())["cells"], ("parameters",))
+        cell = next(c for c in nbformat.read(path, 4).cells if "parameters" in c.metadata.get("tags", []))
+        parsed = {p.name for p in PythonTranslator.inspect(cell)}
+        assert parsed == set(declared), (stem, set(declared) ^ parsed)  # papermill parses every parameter line
+        assert set(budget) <= parsed, (stem, set(budget) - parsed)
+        for name, value in budget.items():
+            assert type(value) is type(declared[name]) or declared[name] is None, (stem, name)
+    assert main(["--scale", "cpu", "--rehearse"]) == 1
+
+
+def test_rehearsal_fixture_is_minimind_format_and_deterministic(tmp_path):
+    from tiedlm_lib.data import _read_jsonl, rehearsal_corpus, train_tokenizer
+
+    a = rehearsal_corpus(tmp_path / "a.jsonl", n_docs=40)
+    b = rehearsal_corpus(tmp_path / "b.jsonl", n_docs=40)
+    assert a.read_bytes() == b.read_bytes()
+    texts = _read_jsonl(a, "text")
+    assert len(texts) == 40 and all(t.startswith("<|im_start|>") and t.endswith("<|im_end|>") for t in texts)
+    assert any("\u4e00" <= ch <= "\u9fff" for ch in texts[0]) and texts[1].isascii()
+    assert train_tokenizer(texts, 23005).get_vocab_size() > 2000  # the full 240-document fixture reaches 23005
+    with pytest.raises(ValueError, match="n_docs must be an integer >= 20"):
+        rehearsal_corpus(tmp_path / "c.jsonl", n_docs=5)

@@ -26,7 +26,7 @@ import torch
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 from tqdm.auto import tqdm
 
-from .atomic import atomic_write
+from .atomic import atomic_write, atomic_write_text
 from .config import DataConfig
 from .paths import cache_dir, setup_hf_home
 
@@ -73,6 +73,40 @@ def kjv_documents(verses_per_doc: tuple[int, int] = (1, 4), seed: int = 0) -> li
             docs.append(" ".join(verses[i:i + n]))
             i += n
     return docs
+
+
+REHEARSAL_DOCS = 240
+
+
+def rehearsal_corpus(path: str | Path | None = None, n_docs: int = REHEARSAL_DOCS, seed: int = 0) -> Path:
+    """A generated corpus in minimind's pretraining format (``{"text": "<|im_start|>…<|im_end|>"}`` per line) for the
+    paper-scale rehearsal: documents alternate between Chinese-like text (Zipf-distributed characters of the CJK
+    block, with punctuation) and runs of KJV verses; 60% short (about half the documents stay under 192 tokens, so
+    batches and the suffix benchmark carry padding), the rest longer than sequence length 256. Few documents (the
+    positional 5% validation split holds 12, which keeps every evaluation pass of V = 23005 cheap), yet enough text
+    for a byte-level BPE trained on the training split to reach the paper's 23,005 entries.
+    Deterministic; written once (atomically) under the cache directory unless ``path`` is given."""
+    if not isinstance(n_docs, int) or n_docs < 20:
+        raise ValueError(f"n_docs must be an integer >= 20 (the 5% validation split needs documents), got {n_docs!r}")
+    name = f"minimind-rehearsal-v2-{n_docs}-{seed}.jsonl"  # v2: the generator's version (a change renames the file)
+    path = Path(path) if path is not None else cache_dir() / "fixtures" / name
+    if path.is_file():
+        return path
+    rng = random.Random(seed)
+    chars = [chr(0x4E00 + i) for i in range(3000)]
+    weights = [1 / (i + 1) for i in range(len(chars))]
+    verses = iter(kjv_documents((1, 4), seed=seed))
+    lines = []
+    for i in range(n_docs):
+        short = rng.random() < 0.6  # short documents leave padding in a batch, as minimind's do
+        if i % 2 == 0:
+            n = rng.randint(30, 150) if short else rng.randint(800, 4000)
+            text = "".join(c + ("，。、；：" [rng.randrange(5)] if rng.random() < 0.06 else "")
+                           for c in rng.choices(chars, weights, k=n))
+        else:
+            text = " ".join(next(verses) for _ in range(rng.randint(1, 3) if short else rng.randint(15, 40)))
+        lines.append(json.dumps({"text": f"<|im_start|>{text}<|im_end|>"}, ensure_ascii=False))
+    return atomic_write_text(path, "\n".join(lines) + "\n")
 
 
 HUB_PREFIX = "hf://"

@@ -13,7 +13,12 @@ from pathlib import Path
 
 from .atomic import atomic_write_text
 
-SETTINGS = {"@jupyterlab/docmanager-extension:plugin": {"defaultViewers": {"python": "Jupytext Notebook"}}}
+SETTINGS = {
+    # a double-click on a paired .py source opens it as a notebook
+    "@jupyterlab/docmanager-extension:plugin": {"defaultViewers": {"python": "Jupytext Notebook"}},
+    # no request to the Jupyter news feed (the project never reaches the network on its own)
+    "@jupyterlab/apputils-extension:notification": {"fetchNews": "false"},
+}
 
 
 def overrides_path(prefix: str | Path | None = None) -> Path:

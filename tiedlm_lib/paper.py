@@ -42,6 +42,26 @@ reproduces each quirk of the original code beside the corrected protocol, and re
 intervals for every claim."""
 
 
+# The rehearsal's evaluation budgets (`--rehearse`): every notebook at the paper scale's exact models, with its
+# document, batch, bootstrap and fit budgets cut so that all twelve run on 2 CPU cores. The logits of V = 23005 at
+# seq 256 are 23.5 MB a sequence per depth, so every pass that stores per-depth logits gets a handful of documents.
+REHEARSAL_PARAMS: dict[str, dict] = {
+    "02_backprop": {"n_boot": 50},
+    "03_depth_scaling": {"n_boot": 50},
+    "04_tradeoff": {"n_boot": 50, "taus": [0.0, 0.8]},
+    "05_padding_benchmark": {"n_boot": 50, "n_batches": 3, "batch_size": 2, "pool": 60},
+    "06_iso_param_2x2": {"n_boot": 50, "n_batches": 3, "batch_size": 2},
+    "07_multi_loop": {"n_boot": 50, "n_batches": 3, "batch_size": 2},
+    "08_sft_generation": {"n_boot": 50, "n_batches": 3, "batch_size": 2, "n_prompts": 3, "n_shown": 1, "max_new": 4},
+    "09_negative_results": {"n_boot": 50, "n_probe_docs": 8, "n_trace_docs": 4, "extrapolate": 1},
+    "10_depth_control_protocol": {"n_boot": 50, "n_cal": 2, "n_eval": 4, "n_refit": 1, "probe_boot": 20,
+                                  "probe_iters": 2, "curve_budgets": [300, 600], "intervention_warmup": 1,
+                                  "full_depth_grid": False},
+    "12_depth_at_inference": {"n_prompts": 2, "max_new": 4, "draft_depths": [1, 8], "draft_lens": [2], "repeats": 1,
+                              "n_probe_docs": 4, "n_boot": 20, "eps_grid": [0.3], "n_splits": 3},
+}
+
+
 def notebooks(root: Path | None = None, only: list[str] | None = None) -> list[Path]:
     root = root or project_root()
     # in number order, the claims ledger last: it collects every other section's verdicts
@@ -83,6 +103,7 @@ def execute(scale: str, only: list[str] | None = None, root: Path | None = None,
     out_dir.mkdir(parents=True, exist_ok=True)
     nbs = notebooks(root, only)
     params = {"scale": scale, **({} if seeds is None else {"seeds": seeds})}
+    budgets = REHEARSAL_PARAMS if scale == "rehearsal" else {}
     timings: list[dict] = []
     start = time.perf_counter()
     lock = threading.Lock()
@@ -91,8 +112,8 @@ def execute(scale: str, only: list[str] | None = None, root: Path | None = None,
         log(f"[{i}/{len(nbs)}] {nb.stem} at {scale} ...")
         t0 = time.perf_counter()
         try:
-            pm.execute_notebook(str(nb), str(out_dir / nb.name), parameters=params, cwd=str(nb.parent),
-                                kernel_name="python3", progress_bar=False, log_output=False)
+            pm.execute_notebook(str(nb), str(out_dir / nb.name), parameters={**params, **budgets.get(nb.stem, {})},
+                                cwd=str(nb.parent), kernel_name="python3", progress_bar=False, log_output=False)
         except pm.PapermillExecutionError as e:
             raise NotebookFailed(f"{nb.stem} failed in cell {e.cell_index} (execution count {e.exec_count}): "
                                  f"{e.ename}: {e.evalue} — the partial notebook is {out_dir / nb.name}") from None
@@ -340,6 +361,9 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m tiedlm_lib.paper", description="execute the notebooks and render "
                                 "the HTML paper")
     p.add_argument("--scale", default="cpu", help="smoke | cpu | paper (default cpu)")
+    p.add_argument("--rehearse", action="store_true", help="with --scale paper: rehearse it on this machine — the "
+                   "paper's exact models on a generated minimind-format fixture, a few steps each, every notebook, "
+                   "into runs/rehearsal, paper/rehearsal and figures/rehearsal (never mixed with paper results)")
     p.add_argument("--only", default="", help="comma-separated notebook names (default: all, in order)")
     p.add_argument("--html-only", action="store_true", help="render the HTML from already executed notebooks")
     p.add_argument("--jobs", type=int, default=1, help="sections executed at once, each single-threaded (default 1; "
@@ -349,6 +373,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--plan", action="store_true", help="print every run the scale trains, its estimated GPU hours and "
                    "disk, and exit (nothing is trained)")
     a = p.parse_args(argv)
+    if a.rehearse:
+        if a.scale != "paper":
+            print(f"error: --rehearse rehearses the paper scale: use it with --scale paper, not {a.scale!r}",
+                  file=sys.stderr)
+            return 1
+        a.scale = "rehearsal"
     only = [s.strip() for s in a.only.split(",") if s.strip()] or None
     try:
         seeds = [int(s) for s in a.seeds.split(",") if s.strip()] or None

@@ -48,7 +48,12 @@ class Scale:
     log_every: int = 10
     chosen: str = ""  # how the sizes and learning rates were chosen (disclosed beside every result at this scale)
     seeds: tuple[int, ...] = (0,)  # the training seeds every section's verdicts rest on at this scale
+    exact: bool = False  # the paper's own runs and recipes (no small-model economy in sections 05-07 and 10)
+    sft_steps: int | None = None  # SFT steps and lr; None: a quarter of the base run's steps at a quarter of its lr
+    sft_lr: float | None = None
 
+
+SFT_STEPS, SFT_LR = 28_304, 1e-4  # PROTOCOL §4.6: the paper's SFT runs
 
 SCALES: dict[str, Scale] = {
     "smoke": Scale("smoke", Size(32, 2, 2e-3, 2e-4), Size(48, 2, 2e-3, 2e-4), K=4, seq_len=64, vocab_size=320,
@@ -67,9 +72,20 @@ SCALES: dict[str, Scale] = {
     "paper": Scale("paper", Size(128, 4, 6e-4, 6e-5), Size(320, 10, 4e-4, 4e-5), K=30, seq_len=256,
                    vocab_size=23005, batch_size=32, short_steps=3000, long_steps=39695, long_warmup=1000,
                    depths=(1, 2, 4, 8, 16, 30), corpus="minimind", split="paper", log_every=100, seeds=(0,),
+                   exact=True, sft_steps=SFT_STEPS, sft_lr=SFT_LR,
                    chosen="the original configurations (docs/protocol.md §1-§4); the tokenizer is retrained (the "
                    "paper's is not public)"),
 }
+# The paper scale rehearsed on a CPU (`python -m tiedlm_lib.paper --scale paper --rehearse`): the paper's exact models
+# (V = 23005, d128/d320, K = 30, seq 256, its layouts and depth set), data split and recipes, on a generated
+# minimind-format fixture (data.rehearsal_corpus), with budgets cut to a few steps and a batch of 2. Its runs and
+# outputs live under their own name ("rehearsal"), so they never mix with real paper-scale results; its numbers
+# mean nothing: it proves that every notebook and every run of the paper scale executes.
+SCALES["rehearsal"] = dataclasses.replace(
+    SCALES["paper"], name="rehearsal", batch_size=2, short_steps=4, long_steps=6, long_warmup=1, corpus="rehearsal",
+    log_every=1, sft_steps=2,
+    chosen="a rehearsal of the paper scale: its exact models on a generated minimind-format fixture, a few steps at "
+    "batch 2; no number at this scale is evidence of anything")
 
 
 def scale_changes(scale: str) -> list[dict[str, Any]]:
@@ -182,7 +198,11 @@ def _lookup(name: str) -> Experiment:
 
 def _data_config(s: Scale) -> DataConfig:
     corpus = s.corpus
-    if corpus == "minimind":
+    if corpus == "rehearsal":
+        from .data import rehearsal_corpus
+
+        corpus = str(rehearsal_corpus())
+    elif corpus == "minimind":
         corpus = os.environ.get("TIEDLM_MINIMIND", "")
         if not corpus:
             raise ValueError("the paper scale trains on the minimind pretraining JSONL: set TIEDLM_MINIMIND to its "
@@ -249,18 +269,15 @@ def intervention_arm(base: RunConfig, arm: str, short_steps: int, steps: int | N
                         warmup=min(warmup, steps // 4), data_seed=base.train.data_seed + 1000)
 
 
-SFT_STEPS, SFT_LR = 28_304, 1e-4  # PROTOCOL §4.6: the paper's SFT runs
-
-
 def sft_run(base: RunConfig, name: str, loss: str = "paper", steps: int | None = None, lr: float | None = None,
             conversations: str | None = None) -> RunConfig:
     """SFT from ``base``'s final weights as PROTOCOL §4.6: a fresh AdamW with default betas, constant lr, batch as in
     pre-training; loss protocol ``"paper"`` (the whole suffix, pad targets included) or ``"masked"`` (response tokens
-    only). Defaults: at the paper scale the original recipe (SFT_STEPS = 28,304 steps at lr 1e-4); at the smaller
-    scales a quarter of the base run's steps at a quarter of its peak lr (the paper's 1e-4 is a quarter of 23M's)."""
-    paper = base.scale == "paper"
-    cfg = continuation(base, name, steps or (SFT_STEPS if paper else max(2, base.train.steps // 4)),
-                       lr or (SFT_LR if paper else base.train.lr / 4), betas=(0.9, 0.999), pad_targets="include")
+    only). Defaults: the scale's recipe where it has one (paper: the original SFT_STEPS = 28,304 steps at lr 1e-4);
+    else a quarter of the base run's steps at a quarter of its peak lr (the paper's 1e-4 is a quarter of 23M's)."""
+    s = get_scale(base.scale)
+    cfg = continuation(base, name, steps or s.sft_steps or max(2, base.train.steps // 4),
+                       lr or s.sft_lr or base.train.lr / 4, betas=(0.9, 0.999), pad_targets="include")
     data = dataclasses.replace(base.data, task="sft", sft_loss=loss, conversations=conversations)
     return dataclasses.replace(cfg, data=data)
 
@@ -279,7 +296,7 @@ def section_overrides(scale: str) -> dict[str, Any]:
     runs (no override); at the smaller scales the small size for 0.8 × the short run, an economy that keeps the cpu
     paper within its budget (and that the sections state)."""
     s = get_scale(scale)
-    return {} if scale == "paper" else {"size": "small", "train.steps": int(0.8 * s.short_steps)}
+    return {} if s.exact else {"size": "small", "train.steps": int(0.8 * s.short_steps)}
 
 
 def notebook_runs(scale: str, seeds: Sequence[int] | None = None) -> list[RunConfig]:
@@ -290,7 +307,7 @@ def notebook_runs(scale: str, seeds: Sequence[int] | None = None) -> list[RunCon
     s = get_scale(scale)
     seeds = check_seeds(list(seeds) if seeds is not None else list(s.seeds))
     short = section_overrides(scale)  # sections 05-07 and 10
-    sft_short = None if scale == "paper" else max(2, int(0.8 * s.short_steps) // 4)  # paper: the original recipe
+    sft_short = None if s.exact else max(2, int(0.8 * s.short_steps) // 4)  # paper: the original recipe
     out: dict[str, RunConfig] = {}
 
     def add(cfg: RunConfig) -> RunConfig:

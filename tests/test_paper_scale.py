@@ -14,7 +14,7 @@ import torch
 
 from tiedlm_lib import DataConfig, TiedLM, experiment, load_corpus, prepare_corpus, train
 from tiedlm_lib.checkpoint import load_model
-from tiedlm_lib.data import MINIMIND_HUB, load_conversations
+from tiedlm_lib.data import MINIMIND_HUB, load_conversations, rehearsal_corpus
 
 ROOT = Path(__file__).resolve().parents[1]
 PT_VERSIONS = ["v3", "v4", "v5", "v6", "v7", "v9", "v10", "v12", "v13", "v14"]
@@ -24,15 +24,9 @@ COUNTS = {"v3": 7_267_302, "v4": 7_267_302, "v5": 23_048_934, "v6": 23_048_934, 
 
 @pytest.fixture(scope="module")
 def minimind(tmp_path_factory):
-    """A few lines in minimind's pretraining format ({"text": ...}), Chinese and English, varying lengths."""
-    rng = np.random.default_rng(0)
-    words = ["人工智能", "是", "一种", "技术", "the", "model", "reads", "tokens", "深度", "学习", "。", "，"]
-    path = tmp_path_factory.mktemp("minimind") / "pretrain_hq.jsonl"
-    with open(path, "w", encoding="utf-8") as fh:
-        for _ in range(40):
-            text = "".join(rng.choice(words, size=int(rng.integers(5, 400))))
-            fh.write(json.dumps({"text": f"<|im_start|>{text}<|im_end|>"}, ensure_ascii=False) + "\n")
-    return path
+    """40 documents in minimind's pretraining format ({"text": ...}), Chinese-like and English, varying lengths: the
+    rehearsal's generator at a tenth of its size."""
+    return rehearsal_corpus(tmp_path_factory.mktemp("minimind") / "pretrain_hq.jsonl", n_docs=40)
 
 
 @pytest.mark.parametrize("name", PT_VERSIONS)

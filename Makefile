@@ -12,7 +12,7 @@ JOBS ?= 1
 EXPS ?= v3 v4
 export OMP_NUM_THREADS ?= 2
 
-.PHONY: setup test paper html browser main nb sync lint clean-runs lab
+.PHONY: setup test paper html browser main nb sync lint clean-runs lab save-runs
 
 setup: $(VENV)/.installed
 
@@ -86,3 +86,12 @@ lint: setup
 
 clean-runs:
 	rm -rf runs
+
+# Put the complete runs of SCALE (default cpu) under version control: the final weights, config, metrics and result
+# of every entry whose result.json exists (unfinished entries are left out; runs/ stays ignored otherwise). Shipping
+# the cpu runs lets a clone execute the paper without retraining; `make clean-runs` then `make paper` retrains.
+save-runs:
+	@n=0; for d in runs/$(SCALE)/*/; do \
+	  [ -f "$$d/result.json" ] && [ -f "$$d/model.safetensors" ] || continue; \
+	  git add -f "$$d/model.safetensors" "$$d/config.json" "$$d/result.json" "$$d/metrics.jsonl" && n=$$((n+1)); \
+	done; echo "$$n complete runs of runs/$(SCALE) staged"

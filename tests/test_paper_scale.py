@@ -195,6 +195,23 @@ def test_train_all_under_torchrun_trains_once_then_reads_the_cache(tmp_path):
     assert bad.returncode == 2 and "--only names ['v99']" in bad.stderr
 
 
+def test_train_all_reverse_trains_each_base_before_its_continuation(tmp_path):
+    """A continuation (here paper B's intervention arm, listed alone; --reverse meets every continuation before its
+    base) gets its base trained first, in the --runs root the user
+    named, not in the default runs directory (here an empty folder of its own, so a lookup there would fail)."""
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "TIEDLM_RUNS": str(tmp_path / "default")}
+    runs = tmp_path / "mine"
+    p = subprocess.run([sys.executable, "-m", "tiedlm_lib", "train-all", "--scale", "smoke", "--only",
+                        "dcp-sampled", "--reverse", "--runs", str(runs)], env=env, cwd=ROOT,
+                       capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stderr[-3000:]
+    assert p.stdout.startswith("1 runs at scale smoke") and "[1/1] dcp-sampled seed 0" in p.stdout, p.stdout
+    sft = json.loads(next((runs / "smoke").glob("dcp-sampled-s0-*/config.json")).read_text())
+    base = runs / sft["train"]["init_from"]  # relative to the --runs root
+    assert base.is_file() and (base.parent / "result.json").is_file()
+    assert not (tmp_path / "default").exists() or not any((tmp_path / "default").rglob("*.safetensors"))
+
+
 def test_paper_scale_sft_uses_the_original_recipe(monkeypatch):
     from tiedlm_lib.experiments import sft_run
     from tiedlm_lib.registry import SFT_LR, SFT_STEPS, notebook_runs

@@ -118,6 +118,9 @@ def cmd_train_all(args) -> None:
         todo = [c for c in todo if c.name in names]
     if args.reverse:
         todo = todo[::-1]
+    # a continuation (SFT, paper B's intervention) starts from its base run's weights: whatever the order, the base
+    # is trained first (a --reverse worker meets continuations before their bases)
+    bases = {f"{c.scale}/{c.cache_name()}/model.safetensors": c for c in notebook_runs(args.scale, seeds)}
     rank = int(os.environ.get("RANK", "0"))  # torchrun sets it before any process group exists
     done = sum(is_complete(run_dir(c, args.runs)) for c in todo)
     if rank == 0:
@@ -125,6 +128,8 @@ def cmd_train_all(args) -> None:
     start = time.perf_counter()
     for i, cfg in enumerate(todo, 1):
         t = time.perf_counter()
+        if cfg.train.init_from in bases:
+            get_run(bases[cfg.train.init_from], root=args.runs, progress=False, device=args.device)
         r = get_run(cfg, root=args.runs, progress=False, device=args.device)
         if rank == 0:
             what = "trained now" if r.fresh else "from the cache"

@@ -92,7 +92,7 @@ def get_run(name_or_config: str | RunConfig, scale: str = "cpu", seed: int = 0,
         elif not train_if_missing:
             raise FileNotFoundError(f"run {cfg.name}/{cfg.scale}/seed {cfg.train.seed} is not in the cache: {path}")
         else:
-            res = train(cfg, path, progress=progress, device=device)
+            res = train(cfg, path, progress=progress, device=device, runs_root=path.parent.parent)
             if rank == 0:
                 atomic_write_text(path / "result.json", json.dumps(
                     {"final_loss": res.final_loss, "skipped_steps": res.skipped_steps, "seconds": res.seconds,

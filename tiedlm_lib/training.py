@@ -126,11 +126,15 @@ def _restore_optim(opt: torch.optim.Optimizer, tensors: dict[str, torch.Tensor],
     opt.load_state_dict({"state": state, "param_groups": groups})
 
 
-def init_weights(model: TiedLM, source: str | Path) -> None:
-    """Load a saved model's weights into ``model`` (same model configuration required)."""
+def init_weights(model: TiedLM, source: str | Path, runs_root: str | Path | None = None) -> None:
+    """Load a saved model's weights into ``model`` (same model configuration required). A relative ``source`` is
+    relative to ``runs_root`` (default: the runs directory, ``paths.runs_dir``)."""
     path = Path(source)
     if not path.is_absolute():
-        path = runs_dir() / path
+        path = Path(runs_root if runs_root is not None else runs_dir()) / path
+        if not path.is_file():
+            raise FileNotFoundError(f"init_from {source!r}: no weights at {path}; train the base run first (a "
+                                    "continuation starts from its base run's final weights)")
     model.load_state_dict(load_model(path, model.config).state_dict())
 
 
@@ -158,13 +162,15 @@ class StepResult:
     per_depth: dict[int, torch.Tensor]
 
 
-def build(run: RunConfig, device: torch.device) -> tuple[TiedLM, torch.optim.Optimizer]:
-    """The seeded model (or the weights it starts from) and AdamW on every parameter."""
+def build(run: RunConfig, device: torch.device, runs_root: str | Path | None = None
+          ) -> tuple[TiedLM, torch.optim.Optimizer]:
+    """The seeded model (or the weights it starts from, ``init_from`` relative to ``runs_root``) and AdamW on every
+    parameter."""
     cfg = run.train
     torch.manual_seed(cfg.seed)
     model = TiedLM(run.model).to(device)
     if cfg.init_from:
-        init_weights(model, cfg.init_from)
+        init_weights(model, cfg.init_from, runs_root)
     opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr, betas=cfg.betas, weight_decay=cfg.weight_decay,
                             fused=device.type == "cuda")
     if cfg.compile:
@@ -268,17 +274,18 @@ def step_metrics(model: TiedLM, cfg: TrainConfig, step: int, res: StepResult, se
 # ---------------------------------------------------------------------------------------------------- the loop
 def train(run: RunConfig, out_dir: str | Path | None = None, corpus: Corpus | None = None, *,
           device: str | torch.device = "cpu", resume: bool = True, progress: bool | None = None,
-          stop_after: int | None = None) -> TrainResult:
+          stop_after: int | None = None, runs_root: str | Path | None = None) -> TrainResult:
     """Train ``run`` from scratch, or resume it from ``out_dir/checkpoint.safetensors``.
 
     ``stop_after`` ends the call after that many steps of this call (a checkpoint is written), to test resumption.
+    ``runs_root``: where a relative ``init_from`` is looked up (default: the runs directory).
     Resumed training ends with the same weights as uninterrupted training: the model, the optimiser moments and the
     batch stream's state are all restored."""
     cfg = run.train
     device, rank = _join(torch.device(device), cfg.batch_size)
     corpus = corpus if corpus is not None else prepare_corpus(run.data)
     tok_hash = _check_tokenizer(corpus, run)
-    model, opt = build(run, device)
+    model, opt = build(run, device, runs_root)
     stream = make_stream(run, corpus)
     out = Path(out_dir) if out_dir is not None else None
     writer, ckpt = (out if rank == 0 else None), (out / CKPT if out else None)  # only rank 0 writes files

@@ -3,7 +3,7 @@ PY ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 SCALE ?= cpu
-# SEEDS=0 for a quick single-seed first look (default: the scale's seeds; cpu: 0,1,2)
+# SEEDS=0 for a quick single-seed first look, into paper/<scale>-seeds0/ (default: the scale's seeds; cpu: 0,1,2)
 SEEDS ?=
 # REHEARSE=1 with SCALE=paper: rehearse the paper scale on this CPU (exact models, fixture data, a few steps)
 REHEARSE ?=

@@ -191,9 +191,12 @@ rep.prose("What this means", "Against the vanilla model with the same parameters
           a13_words={"reproduced": "better", "not reproduced": "worse"}.get(a13.verdict, "not separable from it"),
           cm_words={"below 0": "better in every seed", "above 0": "worse in every seed"}.get(
               q4.outcomes["tied - compute-matched vanilla"], "not separable from it"),
-          reading=("the advantage survives matching compute, so it is not only extra layer applications"
-                   if a13.verdict == "reproduced" and q4.outcomes["tied - compute-matched vanilla"] == "below 0" else
-                   "what tying buys over the iso-parameter model is compute, which distinct layers buy as well"
+          reading=({"below 0": "the advantage survives matching compute, so it is not only extra layer "
+                               "applications",
+                    "above 0": "distinct layers given the same compute do better still, so matching compute recovers "
+                               "the tied model's advantage and more"}.get(
+                        q4.outcomes["tied - compute-matched vanilla"],
+                        "whether the advantage survives matching compute is not settled at this scale")
                    if a13.verdict == "reproduced" else "with no settled advantage over the iso-parameter model, "
                    "there is nothing for matching compute to explain"),
           a10_words={"reproduced": "underfits", "not reproduced": "does not underfit"}.get(a10.verdict,

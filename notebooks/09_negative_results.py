@@ -202,10 +202,16 @@ rep.prose("What this means", "The paper-form loop {fp_words} (A18 {a18}){predict
           "(A18 on this different block, an extension: {a18c}). The residual norm is "
           "{probe_words} (A19 {a19}; per token {a19c}).", a18=a18[0].verdict, a18c=a18[1].verdict, a19=a19[0].verdict,
           a19c=a19[1].verdict,
-          fp_words="does not approach a fixed point" if lf_paper >= 0.5 else "slows toward a fixed point",
-          predicts=", as its block's normalised re-addition predicts" if lf_paper >= 0.5 else
-          ", although its block's normalised re-addition predicts it cannot",
-          res_words="does not either" if lf_res >= 0.5 else "slows down",
+          fp_words={"reproduced": "does not approach a fixed point in any seed or size",
+                    "not reproduced": "approaches a fixed point (its residual falls below 0.1 times the first in "
+                                      "every seed of some size)"}.get(a18[0].verdict,
+                                                                      "slows, but neither settles nor keeps its pace "
+                                                                      "in every seed and size"),
+          predicts={"reproduced": ", as its block's normalised re-addition predicts",
+                    "not reproduced": ", although its block's normalised re-addition predicts it cannot"}.get(
+              a18[0].verdict, ""),
+          res_words={"reproduced": "does not approach one either", "not reproduced": "does approach one"}.get(
+              a18[1].verdict, "is not settled either way"),
           probe_words={"reproduced": "a weak uncertainty probe, stronger at the larger size",
                        "not reproduced": "not the weak-but-positive probe the paper reports"}.get(
               a19[0].verdict, "not settled as a probe"))

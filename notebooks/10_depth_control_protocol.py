@@ -494,8 +494,8 @@ tot = rep.fact("tot", "decomposition", "value", {"control": "frozen", "calibrati
                                                  "term": "total", "model": "single small"})
 rep.fact("dense_share", "negative_control", "share", {"probe": "head/diagonal"})
 rep.fact("share_headline", "probe_shares", "share", {"probe": headline})
-fixed_share = rep.fact("fixed_share", "intervention", "share", {"arm": "fixed", "calibration": "head/diagonal"})
-sampled_share = rep.fact("sampled_share", "intervention", "share", {"arm": "sampled", "calibration": "head/diagonal"})
+rep.fact("fixed_share", "intervention", "share", {"arm": "fixed", "calibration": "head/diagonal"})
+rep.fact("sampled_share", "intervention", "share", {"arm": "sampled", "calibration": "head/diagonal"})
 rep.prose("Results", "On the single-depth models (mean over both sizes and {n} seed{s}) the gap prefix(1) − prefix(N) "
           "is {gap:.3f} nats. The share of it that a readout probe recovers ranges from {share_low:.0%} ({low}) to "
           "{share_high:.0%} ({high}); paper B's probe (head/diagonal) recovers {share_paper_b:.0%} and the pre-named "
@@ -517,15 +517,16 @@ rep.prose("What this means", "{depends}: {q1_words} (Q1 {q1} by {headline}; pape
                     "no": "the pre-named probe recovers less than a fifth",
                     "inconclusive": "the CIs do not settle whether a fifth of it is readout"}[q1.verdict],
           depends=("Whether paper A's depth gap is 'computation' depends on the readout probe it is judged with"
-                   if len(set(q1.outcomes.values())) > 1 else "Every readout probe gives the same answer"),
+                   if {"yes", "no"} <= set(q1.outcomes.values()) else "Every readout probe gives the same answer"
+                   if len(set(q1.outcomes.values())) == 1 else "No readout probe contradicts another, but not every "
+                   "probe settles the question"),
           q1=q1.verdict, headline=headline, paper_answer=q1.outcomes.get("head/diagonal", "nothing"),
           b3=judged_b3["paper"].verdict, b3c=judged_b3["corrected"].verdict, frac=f"{app / tot:.0%}" if tot else "n/a",
           b1=judged_b1.verdict, b5=judged_b5.verdict,
-          writes=("Most of the gap is" if tot and app / tot > 0.5 else "Part of the gap is" if tot and app / tot > 0
-                  else "None of the gap is"),
+          writes={"above 0": "Part of the gap is", "below 0": "None of the gap is"}.get(
+              judged_b1.outcomes["single small application count"], "It is not settled whether part of the gap is"),
           b5_words={"reproduced": "collapses the calibration share",
                     "not reproduced": "does not collapse the calibration share"}.get(
-              judged_b5.verdict, "lowers the calibration share by an amount its CIs do not settle"
-              if sampled_share < fixed_share else "does not lower the calibration share"),
+              judged_b5.verdict, "changes the calibration share by an amount its CIs do not settle"),
           law_words={"reproduced": "at least partly a property of how the readout was trained"}.get(
               judged_b5.verdict, "not shown here to be a property of readout training"))

@@ -116,6 +116,26 @@ def test_sections_run_in_parallel_single_threaded_and_the_claims_section_last(tm
         execute("smoke", root=tmp_path, log=lambda m: None, jobs=0)
 
 
+def test_a_first_look_with_other_seeds_never_writes_over_the_scales_paper(tmp_path):
+    from tiedlm_lib.paper import output_name
+
+    assert output_name("cpu") == output_name("cpu", [2, 0, 1]) == "cpu"
+    assert output_name("cpu", [0]) == "cpu-seeds0" and output_name("smoke", [0]) == "smoke"
+    (tmp_path / "notebooks").mkdir()
+    nb = nbformat.v4.new_notebook(cells=[
+        nbformat.v4.new_code_cell("scale = 'cpu'\nseeds = None\npaper_dir = None\nfigures_dir = None",
+                                  metadata={"tags": ["parameters"]}),
+        nbformat.v4.new_code_cell("import json, pathlib\npathlib.Path('got.json').write_text(json.dumps("
+                                  "[seeds, paper_dir, figures_dir]))")])
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    nbformat.write(nb, tmp_path / "notebooks" / "01_a.ipynb")
+    execute("cpu", root=tmp_path, log=lambda m: None, seeds=[0])
+    seeds, paper_dir, figures_dir = json.loads((tmp_path / "notebooks" / "got.json").read_text())
+    assert seeds == [0] and paper_dir == str(tmp_path / "paper" / "cpu-seeds0")
+    assert figures_dir == str(tmp_path / "figures" / "cpu-seeds0")
+    assert (tmp_path / "paper" / "cpu-seeds0" / "01_a.ipynb").is_file() and not (tmp_path / "paper" / "cpu").exists()
+
+
 # Measured in the browser after layout, written into the page for --dump-dom to return (test copies only).
 SELF_CHECK = """<script>window.addEventListener('load', () => {
   const el = document.documentElement;

@@ -20,8 +20,12 @@ def seeds(*ests):
     return dict(enumerate(ests))
 
 
+SEEN: dict[str, set[str]] = {}  # claim -> every verdict some test below produced (read by the last test)
+
+
 def check(j, want, claim=None):
     assert want is None or j.verdict == want, (j.verdict, j.basis, j.outcomes)
+    SEEN.setdefault(j.claim, set()).add(j.verdict)
     if claim:
         assert j.claim == claim
     entry = {"id": j.claim, "claim": "", "scale": "smoke", "notebook": "nb", "protocol": j.protocol,
@@ -109,6 +113,10 @@ def test_q3():
 
 def test_a4_and_q2():
     args = (0.5, 0.7, "corrected", "masked", "final")
+    assert V.a4_judged(0.4, {0: 14.0, 1: 16.0}, 16) and not V.a4_judged(0.4, {0: 15.0, 1: 16.0}, 16)
+    assert not V.a4_judged(0.0, {0: 1.0}, 16)  # tau 0 exits everywhere at k = 1: not an exit rule that is judged
+    with pytest.raises(ValueError, match="average depth for tau 0.4"):
+        V.a4_judged(0.4, {}, 16)
     a = check(V.a4({"small/tau0.4": seeds(UP, UP)}, *args), "reproduced", "A4")
     assert a.evidence["ratio to the paper's"] == pytest.approx(0.5 / 0.7)
     b = check(V.a4({"small/tau0.4": seeds(DOWN, DOWN)}, *args), "not reproduced")
@@ -204,6 +212,8 @@ def test_a13_a14_a17_q4():
     check(V.a14({"real": seeds(DOWN), "with pad": seeds(NOISE)}), "inconclusive")
     check(V.a17({"a": seeds(DOWN), "b": seeds(DOWN)}), "reproduced", "A17")
     check(V.a17({"a": seeds(DOWN), "b": seeds(UP)}), "not reproduced")
+    check(V.a17({"a": seeds(DOWN, DOWN), "b": seeds(DOWN, NOISE)}), "inconclusive")
+    check(V.a17({"a": seeds(DOWN, UP), "b": seeds(DOWN, DOWN)}), "inconclusive")  # seeds disagree on a
     check(V.q4({"g": seeds(DOWN, DOWN)}, "g"), "yes", "Q4")
     check(V.q4({"g": seeds(NOISE, NOISE)}, "g"), "no")
     check(V.q4({"g": seeds(DOWN, UP)}, "g"), "inconclusive")
@@ -385,3 +395,33 @@ def test_q8_q9():
     check(V.q9({"v3/s0": (3, 50), "v4/s0": (5, 50)}, 0.1), "yes", "Q9")
     check(V.q9({"v3/s0": (20, 50)}, 0.1), "no")  # 40% of splits against delta 10%
     check(V.q9({"v3/s0": (7, 50)}, 0.1), "inconclusive")  # above delta, not significantly
+
+
+def test_criteria_refuse_empty_evidence_by_name():
+    with pytest.raises(ValueError, match="A5 needs at least one unit"):
+        V.a5({})
+    with pytest.raises(ValueError, match="A16 needs at least one unit"):
+        V.a16({"v13": {0: {"A": 0.1}}})  # a one-loop layout is no unit of A16
+    with pytest.raises(ValueError, match="Q8 needs at least one unit"):
+        V.q8({}, 16, 0.1, 0.1, "v3")
+
+
+# --- keep last: reads what every test above produced ----------------------------------------------------------------
+
+def test_every_outcome_of_every_criterion_is_reached(request):
+    """Each claim's function returns each verdict it can return in some test above (a claim: reproduced / not
+    reproduced / inconclusive; a question: yes / no / inconclusive), except the outcomes ``V.UNREACHABLE`` declares
+    impossible, with its reason."""
+    mine = [i for i in request.session.items if i.module is request.module and i.name != request.node.name]
+    if len(mine) < len([n for n in dir(request.module) if n.startswith("test_")]) - 1:
+        pytest.skip("needs every test of this module to have run")
+    missing = {}
+    for name in V.judgement_names():
+        cid = name.upper()
+        want = {"yes", "no", "inconclusive"} if cid[0] == "Q" else {"reproduced", "not reproduced", "inconclusive"}
+        lacking = want - V.UNREACHABLE.get(cid, {}).keys() - SEEN.get(cid, set())
+        if lacking:
+            missing[cid] = sorted(lacking)
+    assert not missing, f"outcomes no test produces: {missing}"
+    for cid, why in V.UNREACHABLE.items():
+        assert not (why.keys() & SEEN.get(cid, set())), f"{cid} reached an outcome declared unreachable"

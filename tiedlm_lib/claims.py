@@ -177,6 +177,33 @@ def seed_cis(block: dict[str, Any]) -> dict[str, list[float]]:
     return {k: v for k, v in block.items() if k[:1] == "s" and k[1:].isdigit() and isinstance(v, list)}
 
 
+def evidence_seeds(evidence: Any) -> list[int]:
+    """Every training seed an evidence tree names (keys "s0", "s1", ... at any depth, whatever their values): the
+    seeds a verdict actually rests on, which may be fewer than the notebook trained."""
+    found: set[int] = set()
+    if isinstance(evidence, dict):
+        for k, v in evidence.items():
+            if isinstance(k, str) and k[:1] == "s" and k[1:].isdigit():
+                found.add(int(k[1:]))
+            found.update(evidence_seeds(v))
+    elif isinstance(evidence, (list, tuple)):
+        for v in evidence:
+            found.update(evidence_seeds(v))
+    return sorted(found)
+
+
+def seed_shortfalls(ledger: dict[str, Any], required: int) -> list[str]:
+    """The entries of a ledger that rest on fewer than ``required`` training seeds ("id/protocol/notebook (n
+    seeds)"); an entry with ``seeds == []`` trained nothing (a not-testable verdict) and is exempt, one without the
+    key predates seed recording and is listed."""
+    out = []
+    for c in ledger.get("claims", []):
+        n = len(c["seeds"]) if "seeds" in c else None
+        if n is None or 0 < n < required:
+            out.append(f"{c['id']}/{c['protocol']}/{c['notebook']} ({'unrecorded' if n is None else n} seeds)")
+    return out
+
+
 def seed_points(block: dict[str, Any]) -> list[float]:
     """The per-seed point estimates of an evidence block."""
     return [v[0] for v in seed_cis(block).values()]

@@ -79,14 +79,27 @@ class NotebookFailed(RuntimeError):
     pass
 
 
+def output_name(scale: str, seeds: list[int] | None = None) -> str:
+    """Where a run of the paper goes: ``paper/<name>/`` and ``figures/<name>/``. The scale's own seeds (or none given)
+    write the scale's paper; any other seed set is a first look of its own (``cpu-seeds0``), so that a quick
+    single-seed run never overwrites the three-seed results."""
+    from .experiments import get_scale
+
+    own = get_scale(scale).seeds
+    if seeds is None or sorted(seeds) == sorted(own):
+        return scale
+    return f"{scale}-seeds{'_'.join(map(str, seeds))}"
+
+
 def execute(scale: str, only: list[str] | None = None, root: Path | None = None, log=print,
             seeds: list[int] | None = None, jobs: int = 1) -> list[dict]:
     """Execute the notebooks with papermill into paper/<scale>/; returns [{notebook, seconds}]. ``seeds``: the
-    training seeds of every section (default: the scale's); fewer seeds than the scale's give a quick first look
-    whose verdicts say "single-seed" in their basis. ``jobs`` > 1 executes that many sections at once, each kernel
-    single-threaded (on 2 cores two single-threaded processes train these small models ~1.3x faster than one
-    two-threaded process; a run two sections need is trained once, the second waiting on its lock); the claims
-    section runs last, alone. CPU float results depend on the thread count, which each run records."""
+    training seeds of every section (default: the scale's); other seeds than the scale's give a quick first look
+    whose verdicts say "single-seed" in their basis, written to paper/<scale>-seeds<...>/ (``output_name``). ``jobs``
+    > 1 executes that many sections at once, each kernel single-threaded (on 2 cores two single-threaded processes
+    train these small models ~1.3x faster than one two-threaded process; a run two sections need is trained once, the
+    second waiting on its lock); the claims section runs last, alone. CPU float results depend on the thread count,
+    which each run records."""
     import papermill as pm  # notebook machinery only when executing, not for the HTML
 
     from .experiments import get_scale  # torch only when executing
@@ -99,10 +112,13 @@ def execute(scale: str, only: list[str] | None = None, root: Path | None = None,
     if not isinstance(jobs, int) or jobs < 1:
         raise ValueError(f"jobs must be an integer >= 1, got {jobs!r}")
     root = root or project_root()
-    out_dir = root / "paper" / scale
+    name = output_name(scale, seeds)
+    out_dir = root / "paper" / name
     out_dir.mkdir(parents=True, exist_ok=True)
     nbs = notebooks(root, only)
     params = {"scale": scale, **({} if seeds is None else {"seeds": seeds})}
+    if name != scale:  # a first look of its own: tables, ledger and figures beside, never over, the scale's
+        params |= {"paper_dir": str(out_dir), "figures_dir": str(root / "figures" / name)}
     budgets = REHEARSAL_PARAMS if scale == "rehearsal" else {}
     timings: list[dict] = []
     start = time.perf_counter()
@@ -281,13 +297,15 @@ def prepare_for_reading(nb, executed_with: dict) -> None:
     nb.cells = cells
 
 
-def render_html(scale: str, root: Path | None = None) -> Path:
-    """paper/<scale>/html/: one page per executed notebook and index.html. Returns the index path."""
+def render_html(scale: str, root: Path | None = None, name: str | None = None) -> Path:
+    """paper/<name>/html/ (``name``: default the scale, see ``output_name``): one page per executed notebook and
+    index.html. Returns the index path."""
     import nbformat
     from nbconvert import HTMLExporter
 
     root = root or project_root()
-    pdir = root / "paper" / scale
+    name = name or scale
+    pdir = root / "paper" / name
     out = pdir / "html"
     out.mkdir(parents=True, exist_ok=True)
     executed = [p for p in sorted(pdir.glob("[0-9][0-9]_*.ipynb"))]
@@ -310,7 +328,7 @@ def render_html(scale: str, root: Path | None = None) -> Path:
         atomic_write_text(out / f"{p.stem}.html", _offline(body))
     ledger = json.loads((pdir / "claims.json").read_text()) if (pdir / "claims.json").is_file() else {"claims": []}
     timings = json.loads((pdir / "timings.json").read_text()) if (pdir / "timings.json").is_file() else []
-    figs = sorted((root / "figures" / scale).glob("*.svg"))
+    figs = sorted((root / "figures" / name).glob("*.svg"))
     fig_html = "".join(f"<figure>{_inline_svg(f)}<figcaption>{_esc(f.stem)}</figcaption></figure>" for f in figs)
     secs = "".join(f"<li><a href='{_esc(s)}.html'>{_esc(t)}</a></li>" for s, t in sections)
     tim = "".join(f"<tr><td>{_esc(t['notebook'])}</td><td>{t['seconds']:.0f}</td></tr>" for t in timings)
@@ -388,10 +406,11 @@ def main(argv: list[str] | None = None) -> int:
     if a.plan:
         return print_plan(a.scale, seeds)
     try:
+        name = output_name(a.scale, seeds)
         if not a.html_only:
             execute(a.scale, only, log=lambda m: print(m, flush=True), seeds=seeds, jobs=a.jobs)
-        index = render_html(a.scale)
-        if a.scale == "cpu":  # the README's headline table is the cpu ledger's
+        index = render_html(a.scale, name=name)
+        if name == "cpu":  # the README's headline table is the three-seed cpu ledger's
             update_findings(project_root() / "README.md", read_ledger(project_root() / "paper" / "cpu"))
     except (ValueError, FileNotFoundError, NotebookFailed) as e:
         print(f"error: {e}", file=sys.stderr)

@@ -182,8 +182,16 @@ class Report:
 
     def judge(self, j: Judgement, seeds: Any = None) -> dict[str, Any]:
         """Record a ``verdicts.Judgement`` (the one call a notebook makes per claim), then print each per-seed CI
-        beside the between-seed spread it rests on."""
-        e = self.claim(j.claim, j.verdict, j.criterion, j.evidence, j.protocol, seeds, j.basis)
+        beside the between-seed spread it rests on. The seeds recorded are those its evidence names (default), which
+        may be fewer than the notebook trained: the basis then says which are missing."""
+        basis = j.basis
+        if seeds is None:
+            named = _claims.evidence_seeds(j.evidence)
+            seeds = named or self.seeds
+            lacking = sorted(set(self.seeds) - set(named)) if named else []
+            if lacking:
+                basis += f"; rests on seeds {named} of {self.seeds} (no evidence from {lacking})"
+        e = self.claim(j.claim, j.verdict, j.criterion, j.evidence, j.protocol, seeds, basis)
         for line in spread_lines(j.evidence):
             print(line)
         return e

@@ -210,8 +210,10 @@ rep.prose("What this means", "The paper-form loop {fp_words} (A18 {a18}){predict
           predicts={"reproduced": ", as its block's normalised re-addition predicts",
                     "not reproduced": ", although its block's normalised re-addition predicts it cannot"}.get(
               a18[0].verdict, ""),
-          res_words={"reproduced": "does not approach one either", "not reproduced": "does approach one"}.get(
-              a18[1].verdict, "is not settled either way"),
+          res_words={"reproduced": "does not approach a fixed point" + (
+              " either" if a18[0].verdict == "reproduced" else ""),
+                     "not reproduced": "does approach a fixed point"}.get(
+              a18[1].verdict, "neither settles nor keeps its pace in every seed and size"),
           probe_words={"reproduced": "a weak uncertainty probe, stronger at the larger size",
                        "not reproduced": "not the weak-but-positive probe the paper reports"}.get(
               a19[0].verdict, "not settled as a probe"))

@@ -523,10 +523,15 @@ rep.prose("What this means", "{depends}: {q1_words} (Q1 {q1} by {headline}; pape
           q1=q1.verdict, headline=headline, paper_answer=q1.outcomes.get("head/diagonal", "nothing"),
           b3=judged_b3["paper"].verdict, b3c=judged_b3["corrected"].verdict, frac=f"{app / tot:.0%}" if tot else "n/a",
           b1=judged_b1.verdict, b5=judged_b5.verdict,
-          writes={"above 0": "Part of the gap is", "below 0": "None of the gap is"}.get(
-              judged_b1.outcomes["single small application count"], "It is not settled whether part of the gap is"),
+          writes=("All or nearly all of the gap is" if judged_b1.evidence["single small"][
+              "application count carries the whole gap"] else {"above 0": "Part of the gap is",
+                                                                "below 0": "None of the gap is"}.get(
+              judged_b1.outcomes["single small application count"], "It is not settled whether part of the gap is")),
           b5_words={"reproduced": "collapses the calibration share",
                     "not reproduced": "does not collapse the calibration share"}.get(
-              judged_b5.verdict, "changes the calibration share by an amount its CIs do not settle"),
+              judged_b5.verdict, "lowers the calibration share (CIs disjoint) but does not move T at k = 1 toward 1 in "
+              "every seed" if all(e["sampled"][2] < e["fixed"][1] for k, e in judged_b5.evidence.items()
+                                  if k[:1] == "s") else "changes the calibration share by an amount its CIs do not "
+              "settle in every seed"),
           law_words={"reproduced": "at least partly a property of how the readout was trained"}.get(
               judged_b5.verdict, "not shown here to be a property of readout training"))

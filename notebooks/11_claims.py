@@ -222,12 +222,15 @@ if "B1/extension" in ev:  # every word below is derived from the entry's evidenc
     b1 = ev["B1/extension"]["evidence"]
     fr = mean([a / t for m in b1.values() for a, t in zip(seed_points(m["application count"]),
                                                          seed_points(m["total"])) if t])
-    app_above = [v[1] > 0 for m in b1.values() for v in seed_cis(m["application count"]).values()]  # CI lower ends
-    how = "a part (CIs above 0 in every seed)" if all(app_above) else "possibly a part (not every seed's CI above 0)"
+    cis = [v for m in b1.values() if isinstance(m, dict) and "application count" in m
+           for v in seed_cis(m["application count"]).values()]
+    how = ("a part of the truncation gap (CIs above 0 in every seed) is" if all(v[1] > 0 for v in cis) else
+           "none of the truncation gap (CIs below 0 in every seed) is" if all(v[2] < 0 for v in cis) else
+           "possibly a part of the truncation gap (not every seed's CI above 0) is")
     findings.append(f"Re-adding the first update N - 1 more times without recomputing the block (frozen(1), this "
                     f"project's control) recovers {fr:.0%} of the single-depth k=1..N gap on average (section 10; "
-                    f"B1 {ev['B1/extension']['verdict']}): {how} of the truncation gap is the number of writes into "
-                    "the stream rather than new computation.")
+                    f"B1 {ev['B1/extension']['verdict']}): {how} the number of writes into the stream rather than new "
+                    "computation.")
 if "B5/corrected" in ev:
     b5 = ev["B5/corrected"]
     fx = mean([d["fixed"][0] for d in b5["evidence"].values() if isinstance(d, dict) and "fixed" in d])

@@ -178,13 +178,14 @@ def seed_cis(block: dict[str, Any]) -> dict[str, list[float]]:
 
 
 def evidence_seeds(evidence: Any) -> list[int]:
-    """Every training seed an evidence tree names (keys "s0", "s1", ... at any depth, whatever their values): the
-    seeds a verdict actually rests on, which may be fewer than the notebook trained."""
+    """Every training seed an evidence tree names (keys "s0", "s1", ... at any depth, whatever their values, also as
+    one part of a "/"-joined key such as "small/s0" or "v3/s1/maxprob/eps0.1"): the seeds a verdict actually rests
+    on, which may be fewer than the notebook trained."""
     found: set[int] = set()
     if isinstance(evidence, dict):
         for k, v in evidence.items():
-            if isinstance(k, str) and k[:1] == "s" and k[1:].isdigit():
-                found.add(int(k[1:]))
+            if isinstance(k, str):
+                found.update(int(p[1:]) for p in k.split("/") if p[:1] == "s" and p[1:].isdigit())
             found.update(evidence_seeds(v))
     elif isinstance(evidence, (list, tuple)):
         for v in evidence:

@@ -88,7 +88,7 @@ def output_name(scale: str, seeds: list[int] | None = None) -> str:
     own = get_scale(scale).seeds
     if seeds is None or sorted(seeds) == sorted(own):
         return scale
-    return f"{scale}-seeds{'_'.join(map(str, seeds))}"
+    return f"{scale}-seeds{'_'.join(map(str, sorted(seeds)))}"
 
 
 def execute(scale: str, only: list[str] | None = None, root: Path | None = None, log=print,

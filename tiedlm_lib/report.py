@@ -186,11 +186,15 @@ class Report:
         may be fewer than the notebook trained: the basis then says which are missing."""
         basis = j.basis
         if seeds is None:
-            named = _claims.evidence_seeds(j.evidence)
+            named = _claims.evidence_seeds(j.evidence) or list(j.seeds or [])
             seeds = named or self.seeds
             lacking = sorted(set(self.seeds) - set(named)) if named else []
             if lacking:
                 basis += f"; rests on seeds {named} of {self.seeds} (no evidence from {lacking})"
+            outside = sorted(set(named) - set(self.seeds))
+            if outside:
+                raise ValueError(f"{j.claim}'s evidence names seeds {outside}, which this notebook did not train "
+                                 f"(its seeds: {self.seeds})")
         e = self.claim(j.claim, j.verdict, j.criterion, j.evidence, j.protocol, seeds, basis)
         for line in spread_lines(j.evidence):
             print(line)

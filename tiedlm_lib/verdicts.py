@@ -20,7 +20,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from .claims import answer, seed_cis, verdict
+from .claims import answer, evidence_seeds, seed_cis, verdict
 from .criteria import MARGIN_GAP_FRACTION, MARGIN_NATS, equivalence, margin_for, noninferiority, sign, spread
 from .stats import Estimate
 
@@ -39,6 +39,7 @@ class Judgement:
     protocol: str = "corrected"
     basis: str = ""
     outcomes: dict[str, str] = field(default_factory=dict)  # per unit (size, pair, ...): the rule's outcome
+    seeds: tuple[int, ...] | None = None  # the seeds it rests on when its evidence names none (a derived answer)
 
 
 def spread_lines(evidence: dict[str, Any], prefix: str = "") -> list[str]:
@@ -310,7 +311,7 @@ def q2(a4_corrected: Judgement, a4_paper: Judgement) -> Judgement:
     return Judgement("Q2", {"reproduced": "yes", "not reproduced": "no"}.get(a4_corrected.verdict, "inconclusive"),
                      "A4's verdict under the corrected fallback (never-exited positions scored at full depth, masked "
                      "NLL)", {"A4_paper": a4_paper.verdict, "A4_corrected": a4_corrected.verdict}, "corrected",
-                     a4_corrected.basis)
+                     a4_corrected.basis, seeds=tuple(evidence_seeds(a4_corrected.evidence)) or a4_corrected.seeds)
 
 
 def a5(saturation: Mapping[str, Mapping[int, tuple[int, int]]]) -> Judgement:
@@ -642,7 +643,9 @@ def b1(app: Mapping[str, PerSeed], cal: Mapping[str, PerSeed], total: Mapping[st
         holds &= sa == "above 0" and sc == "above 0" and not any(any(w) for w in whole.values())
         contra |= any(all(w) for w in whole.values())
     ev = {m: {"application count": seed_evidence(app[m]), "calibration (head/diagonal)": seed_evidence(cal[m]),
-              "total": seed_evidence(total[m])} for m in app}
+              "total": seed_evidence(total[m]),
+              "application count carries the whole gap": all(
+                  app[m][s].point >= (1 - TERM_FRACTION) * total[m][s].point for s in app[m])} for m in app}
     return Judgement("B1", verdict(holds, contra), "extension (frozen control): on every single-depth model the "
                      "application-count term prefix(1) - frozen(1) and the head/diagonal calibration term both have "
                      f"CIs above 0 in every seed, and neither exceeds {1 - TERM_FRACTION:.0%} of the total",

@@ -116,8 +116,8 @@ with pd.option_context("display.max_colwidth", 120, "display.max_rows", 200):
     display(table[["id", "protocol", "verdict", "basis", "reported", "measured", "section"]])  # noqa: F821
 
 # %%
-short = seed_shortfalls(ledger, len(get_scale(scale).seeds))  # verdicts on fewer seeds than the scale trains
-print(f"{len(short)} ledger entries rest on fewer than the scale's {len(get_scale(scale).seeds)} training seeds"
+short = seed_shortfalls(ledger, len(seeds))  # verdicts on fewer seeds than this paper trained
+print(f"{len(short)} ledger entries rest on fewer than the {len(seeds)} training seeds this paper ran"
       + (": " + "; ".join(short) if short else ""))
 counts = table.groupby("verdict").size().rename("entries").reset_index()
 rep.table(counts, "verdict_counts")

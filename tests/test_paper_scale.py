@@ -212,6 +212,29 @@ def test_train_all_reverse_trains_each_base_before_its_continuation(tmp_path):
     assert not (tmp_path / "default").exists() or not any((tmp_path / "default").rglob("*.safetensors"))
 
 
+def test_cache_status_reports_done_partial_and_missing_runs_with_estimates(tmp_path, capsys):
+    from tiedlm_lib.__main__ import main
+    from tiedlm_lib.runs import cache_status, get_run, run_dir
+
+    v3, v4, v5 = (experiment(n, "smoke") for n in ("v3", "v4", "v5"))
+    fresh = cache_status([v3, v4], tmp_path)
+    assert [r["status"] for r in fresh] == ["missing", "missing"] and fresh[0]["estimate s"] is None
+    done = get_run(v3, root=tmp_path, progress=False)
+    partial = run_dir(v4, tmp_path)
+    partial.mkdir(parents=True)
+    (partial / "metrics.jsonl").write_text('{"step": 10, "loss": 5.0}\n{"step": 20, "loss": 4.0}\n')
+    rows = {r["run"]: r for r in cache_status([v3, v4, v5], tmp_path)}
+    secs = done.result["seconds"]
+    assert rows["v3"]["status"] == "done" and rows["v3"]["seconds"] == pytest.approx(secs)
+    assert rows["v4"]["status"] == "partial" and rows["v4"]["done steps"] == 20
+    # v4 supervises several depths (another cost key): v3's seconds per step, scaled by applications x width^2
+    assert rows["v4"]["estimate s"] == pytest.approx((v4.train.steps - 20) * secs / v3.train.steps)
+    assert rows["v5"]["estimate s"] == pytest.approx(v5.train.steps * secs / v3.train.steps * (48 / 32) ** 2)
+    assert main(["train-all", "--scale", "smoke", "--only", "v3,v4", "--status", "--runs", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "done" in out and "partial" in out and "runs done" in out and "left, about" in out
+
+
 def test_paper_scale_sft_uses_the_original_recipe(monkeypatch):
     from tiedlm_lib.experiments import sft_run
     from tiedlm_lib.registry import SFT_LR, SFT_STEPS, notebook_runs

@@ -4,7 +4,7 @@
     python -m tiedlm_lib info v5 --scale paper
     python -m tiedlm_lib train v3 --scale cpu [--seed 0] [--set train.steps=200 --set model.block=residual]
     python -m tiedlm_lib eval v3 --scale cpu [--depths 1,2,4,8,16,32] [--taus 0,0.2,0.4,0.6,0.8,0.95]
-    python -m tiedlm_lib train-all --scale cpu [--seeds 0,1,2] [--only v3,v4] [--reverse]
+    python -m tiedlm_lib train-all --scale cpu [--seeds 0,1,2] [--only v3,v4] [--reverse] [--status]
     torchrun --nproc_per_node=N -m tiedlm_lib train-all --scale paper      # every rank trains each run together
 """
 
@@ -24,6 +24,7 @@ from .data import eval_batches, prepare_corpus
 from .distributed import rank_world
 from .evaluation import depth_stats, evaluate_nll, maxprob_exit
 from .experiments import EXPERIMENTS, SCALES, experiment, get_run, is_complete, paper_config, run_dir
+from .runs import cache_status
 from .model import TiedLM
 from .registry import notebook_runs
 
@@ -109,6 +110,8 @@ def cmd_train_all(args) -> None:
     that one is training, the other waits for instead of training twice."""
     seeds = _ints(args.seeds, "--seeds") if args.seeds else None
     todo = notebook_runs(args.scale, seeds)
+    if args.status:
+        return _print_status(todo, args)
     if args.only:
         names = set(args.only.split(","))
         unknown = names - {c.name for c in todo}
@@ -135,6 +138,21 @@ def cmd_train_all(args) -> None:
             what = "trained now" if r.fresh else "from the cache"
             print(f"[{i}/{len(todo)}] {cfg.name} seed {cfg.train.seed} ({cfg.train.steps} steps): {what}, "
                   f"{time.perf_counter() - t:.0f} s (total {time.perf_counter() - start:.0f} s)", flush=True)
+
+
+def _print_status(todo, args) -> None:
+    """``train-all --status``: what the cache holds of the sections' runs and what is left, nothing trained."""
+    rows = cache_status(todo, args.runs)
+    print(_table([{**r, "seconds": "" if r["seconds"] is None else f"{r['seconds']:.0f}",
+                   "left (est. s)": "" if r.get("estimate s") is None else f"{r['estimate s']:.0f}"} for r in rows],
+                 ["run", "seed", "steps", "status", "done steps", "seconds", "left (est. s)", "dir"]))
+    done = [r for r in rows if r["status"] == "done"]
+    left = [r for r in rows if r["status"] != "done"]
+    unknown = sum(r.get("estimate s") is None for r in left)
+    print(f"{len(done)} of {len(rows)} runs done ({sum(r['seconds'] for r in done):.0f} s of training); "
+          f"{len(left)} left, about {sum(r.get('estimate s') or 0 for r in left):.0f} single-process seconds"
+          + (f" ({unknown} without an estimate: nothing comparable measured yet)" if unknown else "")
+          + " (estimates: measured seconds per step of finished runs that cost the same per step)")
 
 
 def cmd_eval(args) -> None:
@@ -212,6 +230,8 @@ def main(argv: list[str] | None = None) -> int:
     sp.add_argument("--seeds", default="", help="comma-separated seeds (default: the scale's)")
     sp.add_argument("--only", default="", help="comma-separated run names (e.g. v3,v4,dcp-sampled)")
     sp.add_argument("--reverse", action="store_true", help="start from the end of the list (a second worker)")
+    sp.add_argument("--status", action="store_true", help="train nothing: list each run as done, partial or "
+                    "missing, with its training seconds or an estimate of the seconds left")
     sp.add_argument("--runs", default=None, help="runs cache directory (default ./runs or $TIEDLM_RUNS)")
     sp.add_argument("--device", default="cpu", help="cpu or cuda (under torchrun: one GPU per process)")
     sp.set_defaults(fn=cmd_train_all)

@@ -102,3 +102,49 @@ def get_run(name_or_config: str | RunConfig, scale: str = "cpu", seed: int = 0,
                 (path / "checkpoint.safetensors").unlink(missing_ok=True)  # the final weights supersede it
             distributed.barrier()
     return Run(cfg, path, load_model(path / FINAL, cfg.model), fresh)
+
+
+def _cost_key(cfg: RunConfig) -> tuple:
+    """Runs that cost the same per step: width, layer applications, backprop mode, supervised depths."""
+    from .layout import parse_layout
+
+    apps = sum(seg.iters for seg in parse_layout(cfg.model.layout))
+    return cfg.model.d_model, apps, cfg.train.backprop, tuple(cfg.train.depths or ())
+
+
+def cache_status(runs: list[RunConfig], root: str | Path | None = None) -> list[dict[str, Any]]:
+    """Where each run stands in the cache: "done" (with its training seconds from result.json), "partial" (the
+    steps logged so far) or "missing", and for the unfinished ones an estimate of the seconds left — the measured
+    seconds per step of finished runs that cost the same per step (``_cost_key``), else of all finished runs scaled
+    by layer applications × width², else None (nothing measured yet)."""
+    rows, per_step = [], {}
+    for cfg in runs:
+        path = run_dir(cfg, root)
+        row = {"run": cfg.name, "seed": cfg.train.seed, "steps": cfg.train.steps, "dir": path.name}
+        if is_complete(path):
+            res = json.loads((path / "result.json").read_text())
+            row |= {"status": "done", "seconds": float(res["seconds"]), "done steps": cfg.train.steps}
+            per_step.setdefault(_cost_key(cfg), []).append(row["seconds"] / cfg.train.steps)
+        else:
+            logged = [json.loads(line)["step"] for line in (path / "metrics.jsonl").read_text().splitlines()
+                      if line.strip()] if (path / "metrics.jsonl").is_file() else []
+            row |= {"status": "partial" if logged else "missing", "seconds": None,
+                    "done steps": max(logged, default=0)}
+        rows.append((cfg, row))
+
+    def unit(key: tuple) -> float:
+        return key[0] ** 2 * key[1]
+
+    scaled = [s / unit(k) for k, v in per_step.items() for s in v]
+    out = []
+    for cfg, row in rows:
+        if row["status"] != "done":
+            key, left = _cost_key(cfg), cfg.train.steps - row["done steps"]
+            if key in per_step:
+                row["estimate s"] = left * sorted(per_step[key])[len(per_step[key]) // 2]
+            elif scaled:
+                row["estimate s"] = left * unit(key) * sorted(scaled)[len(scaled) // 2]
+            else:
+                row["estimate s"] = None
+        out.append(row)
+    return out

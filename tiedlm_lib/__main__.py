@@ -24,9 +24,9 @@ from .data import eval_batches, prepare_corpus
 from .distributed import rank_world
 from .evaluation import depth_stats, evaluate_nll, maxprob_exit
 from .experiments import EXPERIMENTS, SCALES, experiment, get_run, is_complete, paper_config, run_dir
-from .runs import cache_status
 from .model import TiedLM
 from .registry import notebook_runs
+from .runs import cache_status
 
 
 def _parse_set(items: list[str]) -> dict:

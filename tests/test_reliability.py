@@ -25,8 +25,9 @@ from tiedlm_lib.training import CKPT, FINAL, train
 OVERRIDES = {"train.steps": 14, "train.checkpoint_every": 3, "train.log_every": 1}
 
 # A child process that trains one smoke run through the runs cache. KILL_AT=n sends SIGKILL to itself inside the n-th
-# training step (after its forward pass, before the update); KILL_IN_SAVE=n kills it while the n-th checkpoint is
-# being written (the temporary file is half on disk, the rename has not happened). SLOW adds a pause per step.
+# training step (after its forward pass, before the update); TERM_AT=n sends SIGTERM there instead; KILL_IN_SAVE=n kills
+# it while the n-th checkpoint is being written (the temporary file is half on disk, the rename has not happened). SLOW
+# adds a pause per step.
 CHILD = textwrap.dedent("""
     import json, os, signal, sys, time
     import torch
@@ -36,6 +37,7 @@ CHILD = textwrap.dedent("""
 
     torch.set_num_threads(1)
     kill_at, kill_in_save = int(os.environ.get("KILL_AT", 0)), int(os.environ.get("KILL_IN_SAVE", 0))
+    term_at = int(os.environ.get("TERM_AT", 0))
     slow = float(os.environ.get("SLOW", 0))
     calls = {"step": 0, "save": 0}
     real_loss, real_save = tr.supervised_loss, ck.save_file
@@ -44,6 +46,8 @@ CHILD = textwrap.dedent("""
         calls["step"] += 1
         if calls["step"] == kill_at:
             os.kill(os.getpid(), signal.SIGKILL)
+        if calls["step"] == term_at:
+            os.kill(os.getpid(), signal.SIGTERM)
         time.sleep(slow)
         return real_loss(*a, **k)
 
@@ -114,6 +118,22 @@ def test_sigkill_mid_training_then_restart_ends_where_an_uninterrupted_run_ends(
     assert res["final_loss"] == pytest.approx(ref.final_loss, rel=1e-6)
     steps = [json.loads(line)["step"] for line in (path / "metrics.jsonl").read_text().splitlines()]
     assert steps == list(range(14)), "the restart neither repeats nor loses log lines"
+
+
+def test_sigterm_checkpoints_the_finished_step_and_a_restart_ends_as_an_uninterrupted_run(runs_root, tmp_path,
+                                                                                         smoke_corpus):
+    """SIGTERM (or SIGINT) inside step 5 lets the step finish, checkpoints after it and stops with a clear error,
+    with no periodic checkpoint configured (checkpoint_every is a label: the same cache entry)."""
+    cfg = experiment("v3", "smoke", 0, OVERRIDES)
+    path = run_dir(cfg)
+    rc, out, err = _child({"TERM_AT": "5", "OVERRIDES": json.dumps({**OVERRIDES, "train.checkpoint_every": 0})})
+    assert rc == 1 and "TrainingInterrupted: training stopped by signal SIGTERM after step 5 of 14" in err, err
+    assert not is_complete(path) and load_checkpoint(path / CKPT)[1]["step"] == 5
+    rc, out, err = _child({})
+    assert rc == 0, err
+    _assert_same_weights(path, _reference(tmp_path, smoke_corpus))
+    steps = [json.loads(line)["step"] for line in (path / "metrics.jsonl").read_text().splitlines()]
+    assert steps == list(range(14))
 
 
 def test_sigkill_while_writing_a_checkpoint_keeps_the_previous_one(runs_root, tmp_path, smoke_corpus):

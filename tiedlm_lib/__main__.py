@@ -27,6 +27,7 @@ from .experiments import EXPERIMENTS, SCALES, experiment, get_run, is_complete, 
 from .model import TiedLM
 from .registry import notebook_runs
 from .runs import cache_status
+from .training import TrainingInterrupted
 
 
 def _parse_set(items: list[str]) -> dict:
@@ -242,6 +243,9 @@ def main(argv: list[str] | None = None) -> int:
     except (ValueError, FileNotFoundError, CheckpointError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
+    except TrainingInterrupted as e:
+        print(f"interrupted: {e}", file=sys.stderr)
+        return 130
     return 0
 
 

@@ -51,6 +51,7 @@ class Scale:
     exact: bool = False  # the paper's own runs and recipes (no small-model economy in sections 05-07 and 10)
     sft_steps: int | None = None  # SFT steps and lr; None: a quarter of the base run's steps at a quarter of its lr
     sft_lr: float | None = None
+    checkpoint_every: int = 0  # a resumable checkpoint every this many steps (a label: no run's fingerprint changes)
 
 
 SFT_STEPS, SFT_LR = 28_304, 1e-4  # PROTOCOL §4.6: the paper's SFT runs
@@ -63,7 +64,7 @@ SCALES: dict[str, Scale] = {
                    "against any claim"),
     "cpu": Scale("cpu", Size(64, 2, 2e-3, 2e-4), Size(128, 4, 1e-3, 1e-4), K=16, seq_len=128, vocab_size=512,
                  batch_size=16, short_steps=1000, long_steps=1500, long_warmup=100, depths=(1, 2, 4, 8, 16),
-                 seeds=(0, 1, 2),
+                 seeds=(0, 1, 2), checkpoint_every=100,
                  chosen="vocabulary and learning rate picked on 2 cores to make the single-depth depth gap of v3 "
                  "visible (1000 steps, held-out NLL k=1 -> 16): vocab 2048 / lr 1e-3 gave a 0.12-nat gap, vocab 512 / "
                  "lr 1e-3 0.23, vocab 512 / lr 2e-3 0.83 (3.74 -> 2.91); the large size at lr 1e-3 3.31 -> 2.89. The "
@@ -239,7 +240,7 @@ def experiment(name: str, scale: str = "cpu", seed: int = 0, overrides: dict[str
     model = ModelConfig(vocab_size=s.vocab_size, d_model=size.d_model, n_heads=size.n_heads, layout=exp.layout(s),
                         max_seq_len=s.seq_len)
     train = TrainConfig(batch_size=s.batch_size, lr=size.lr, lr_min=size.lr_min, seed=seed, data_seed=42 + seed,
-                        log_every=s.log_every, **exp.train_fields(s))
+                        log_every=s.log_every, checkpoint_every=s.checkpoint_every, **exp.train_fields(s))
     run = RunConfig(name, scale, model, train, _data_config(s))
     return _apply_overrides(run, overrides) if overrides else run
 

@@ -7,6 +7,8 @@ import contextlib
 import json
 import math
 import random
+import signal
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -33,6 +35,36 @@ from .model import TiedLM
 from .paths import runs_dir
 from .schedules import budget, plan, plan_logits
 from .sft import IGNORE, SFTStream, sft_data
+
+
+class TrainingInterrupted(RuntimeError):
+    """Training stopped on SIGTERM or SIGINT after a checkpoint of the last finished step: run it again to resume."""
+
+
+class _StopOnSignal:
+    """While active, SIGTERM and SIGINT only ask the loop to stop after the current step (it then checkpoints and
+    raises TrainingInterrupted). Installed only where a checkpoint can be written, in the main thread of a single
+    process (under torchrun the ranks would stop at different steps and wait on each other)."""
+
+    SIGNALS = (signal.SIGTERM, signal.SIGINT)
+
+    def __init__(self, active: bool):
+        self.active = active and threading.current_thread() is threading.main_thread()
+        self.signum: int | None = None
+        self._old: dict[int, Any] = {}
+
+    def __enter__(self) -> _StopOnSignal:
+        if self.active:
+            for s in self.SIGNALS:
+                self._old[s] = signal.signal(s, self._ask)
+        return self
+
+    def _ask(self, signum, frame) -> None:
+        self.signum = signum
+
+    def __exit__(self, *exc) -> None:
+        for s, old in self._old.items():
+            signal.signal(s, old)
 
 
 class NonFiniteLossError(RuntimeError):
@@ -304,6 +336,24 @@ def train(run: RunConfig, out_dir: str | Path | None = None, corpus: Corpus | No
     res = StepResult(float("nan"), None, {})
     t0, base = time.perf_counter(), state.elapsed
     clock = lambda: base + time.perf_counter() - t0  # noqa: E731  seconds trained over all calls
+    stop = _StopOnSignal(writer is not None and distributed.rank_world()[1] == 1)
+    with stop:
+        res = _loop(bar, stream, model, opt, cfg, device, state, log, save, clock, end, ckpt, stop) or res
+    bar.close()
+    state.step, state.elapsed = end, clock()
+    if writer is not None:
+        save()
+        if end == cfg.steps:
+            save_model(out / FINAL, model, run, step=end, skipped=state.skipped, elapsed=state.elapsed,
+                       tokenizer=tok_hash)
+    distributed.barrier()  # the other ranks return once rank 0's files are complete
+    return TrainResult(run, model, out, res.loss, state.skipped, state.elapsed, log.rows)
+
+
+def _loop(bar, stream, model, opt, cfg, device, state, log, save, clock, end, ckpt, stop) -> StepResult | None:
+    """The steps of one call; returns the last step's result. Stops early, checkpointed, on a signal (``stop``: after
+    the step in flight) or on too many non-finite losses."""
+    res = None
     for step in bar:
         x, y = stream.next()  # the global batch, identical on every rank
         res = train_step(model, opt, x, y, cfg, step, device)
@@ -320,18 +370,16 @@ def train(run: RunConfig, out_dir: str | Path | None = None, corpus: Corpus | No
         if step % cfg.log_every == 0 or step == cfg.steps - 1:
             log.append(step_metrics(model, cfg, step, res, clock()))
             bar.set_postfix(loss=f"{res.loss:.3f}")
+        if stop.signum is not None and step + 1 < end:
+            state.step, state.elapsed = step + 1, clock()
+            save()
+            bar.close()
+            raise TrainingInterrupted(f"training stopped by signal {signal.Signals(stop.signum).name} after step "
+                                      f"{step + 1} of {cfg.steps}; checkpoint {ckpt}: run it again to resume")
         if cfg.checkpoint_every and (step + 1) % cfg.checkpoint_every == 0 and step + 1 < end:
             state.step, state.elapsed = step + 1, clock()
             save()
-    bar.close()
-    state.step, state.elapsed = end, clock()
-    if writer is not None:
-        save()
-        if end == cfg.steps:
-            save_model(out / FINAL, model, run, step=end, skipped=state.skipped, elapsed=state.elapsed,
-                       tokenizer=tok_hash)
-    distributed.barrier()  # the other ranks return once rank 0's files are complete
-    return TrainResult(run, model, out, res.loss, state.skipped, state.elapsed, log.rows)
+    return res
 
 
 def _progress_bar(run: RunConfig, start: int, end: int, show: bool | None) -> tqdm:

@@ -88,10 +88,16 @@ clean-runs:
 	rm -rf runs
 
 # Put the complete runs of SCALE (default cpu) under version control: the final weights, config, metrics and result
-# of every entry whose result.json exists (unfinished entries are left out; runs/ stays ignored otherwise). Shipping
-# the cpu runs lets a clone execute the paper without retraining; `make clean-runs` then `make paper` retrains.
+# of every entry whose result.json exists (runs/ stays ignored otherwise; a superseded checkpoint is unstaged).
+# PARTIAL=1 also stages the resumable checkpoint of unfinished entries (stop the trainers with SIGTERM first: they
+# checkpoint the step in flight), so that training continues elsewhere. Shipping the cpu runs lets a clone execute
+# the paper without retraining; `make clean-runs` then `make paper` retrains.
 save-runs:
-	@n=0; for d in runs/$(SCALE)/*/; do \
-	  [ -f "$$d/result.json" ] && [ -f "$$d/model.safetensors" ] || continue; \
-	  git add -f "$$d/model.safetensors" "$$d/config.json" "$$d/result.json" "$$d/metrics.jsonl" && n=$$((n+1)); \
-	done; echo "$$n complete runs of runs/$(SCALE) staged"
+	@n=0; p=0; for d in runs/$(SCALE)/*/; do \
+	  if [ -f "$$d/result.json" ] && [ -f "$$d/model.safetensors" ]; then \
+	    git add -f "$$d/model.safetensors" "$$d/config.json" "$$d/result.json" "$$d/metrics.jsonl" && n=$$((n+1)); \
+	    git rm -q --cached --ignore-unmatch "$$d/checkpoint.safetensors"; \
+	  elif [ "$(PARTIAL)" = 1 ] && [ -f "$$d/checkpoint.safetensors" ]; then \
+	    git add -f "$$d/checkpoint.safetensors" "$$d/config.json" "$$d/metrics.jsonl" && p=$$((p+1)); \
+	  fi; \
+	done; echo "$$n complete runs of runs/$(SCALE) staged, $$p unfinished checkpoints"

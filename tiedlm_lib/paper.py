@@ -91,6 +91,24 @@ def output_name(scale: str, seeds: list[int] | None = None) -> str:
     return f"{scale}-seeds{'_'.join(map(str, sorted(seeds)))}"
 
 
+def _outputs(scale: str, seeds: list[int] | None, root: Path) -> tuple[Path, dict]:
+    """The checked scale and seeds as the notebooks' parameters, and the folder their executed copies go to (made)."""
+    from .experiments import get_scale  # torch only when executing
+
+    get_scale(scale)
+    if seeds is not None:
+        from .registry import check_seeds
+
+        seeds = check_seeds(seeds)
+    name = output_name(scale, seeds)
+    out_dir = root / "paper" / name
+    out_dir.mkdir(parents=True, exist_ok=True)
+    params = {"scale": scale, **({} if seeds is None else {"seeds": seeds})}
+    if name != scale:  # a first look of its own: tables, ledger and figures beside, never over, the scale's
+        params |= {"paper_dir": str(out_dir), "figures_dir": str(root / "figures" / name)}
+    return out_dir, params
+
+
 def execute(scale: str, only: list[str] | None = None, root: Path | None = None, log=print,
             seeds: list[int] | None = None, jobs: int = 1) -> list[dict]:
     """Execute the notebooks with papermill into paper/<scale>/; returns [{notebook, seconds}]. ``seeds``: the
@@ -102,23 +120,11 @@ def execute(scale: str, only: list[str] | None = None, root: Path | None = None,
     which each run records."""
     import papermill as pm  # notebook machinery only when executing, not for the HTML
 
-    from .experiments import get_scale  # torch only when executing
-
-    get_scale(scale)
-    if seeds is not None:
-        from .registry import check_seeds
-
-        seeds = check_seeds(seeds)
     if not isinstance(jobs, int) or jobs < 1:
         raise ValueError(f"jobs must be an integer >= 1, got {jobs!r}")
     root = root or project_root()
-    name = output_name(scale, seeds)
-    out_dir = root / "paper" / name
-    out_dir.mkdir(parents=True, exist_ok=True)
+    out_dir, params = _outputs(scale, seeds, root)
     nbs = notebooks(root, only)
-    params = {"scale": scale, **({} if seeds is None else {"seeds": seeds})}
-    if name != scale:  # a first look of its own: tables, ledger and figures beside, never over, the scale's
-        params |= {"paper_dir": str(out_dir), "figures_dir": str(root / "figures" / name)}
     budgets = REHEARSAL_PARAMS if scale == "rehearsal" else {}
     timings: list[dict] = []
     start = time.perf_counter()

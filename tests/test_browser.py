@@ -5,6 +5,7 @@ from the network."""
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -114,6 +115,35 @@ def test_sections_run_in_parallel_single_threaded_and_the_claims_section_last(tm
         execute("smoke", ["01_a", "03_c"], root=tmp_path, log=lambda m: None, jobs=2, seeds=[0])
     with pytest.raises(ValueError, match="jobs must be"):
         execute("smoke", root=tmp_path, log=lambda m: None, jobs=0)
+
+
+def test_parallel_sections_all_start_in_the_notebooks_folder(tmp_path, monkeypatch):
+    """Regression (a CI run failed on it): papermill's cwd= is an os.chdir per call, process-wide, so with two
+    threads one section's exit restored the old directory while the other's kernel was still starting, and that
+    kernel wrote its files elsewhere. The stand-in below enters papermill's own chdir as papermill does, with the
+    timing that loses the race; every section must still start in notebooks/, and the caller's directory survive."""
+    import papermill as pm
+    from papermill.utils import chdir
+
+    (tmp_path / "notebooks").mkdir()
+    for name in ("01_a", "02_b"):
+        nbformat.write(nbformat.v4.new_notebook(), tmp_path / "notebooks" / f"{name}.ipynb")
+    timing = {"01_a": (0.0, 0.0, 0.2), "02_b": (0.1, 0.3, 0.0)}  # (before chdir, kernel start, run)
+    started_in = {}
+
+    def stand_in(input_path, output_path, parameters=None, cwd=None, **kw):
+        before, start, run = timing[Path(input_path).stem]
+        time.sleep(before)
+        with chdir(cwd):
+            time.sleep(start)
+            started_in[Path(input_path).stem] = os.getcwd()
+            time.sleep(run)
+
+    monkeypatch.setattr(pm, "execute_notebook", stand_in)
+    here = os.getcwd()
+    execute("smoke", root=tmp_path, log=lambda m: None, jobs=2, seeds=[0])
+    assert started_in == {n: str(tmp_path / "notebooks") for n in timing}
+    assert os.getcwd() == here
 
 
 def test_a_first_look_with_other_seeds_never_writes_over_the_scales_paper(tmp_path):

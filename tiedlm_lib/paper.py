@@ -122,7 +122,7 @@ def execute(scale: str, only: list[str] | None = None, root: Path | None = None,
 
     if not isinstance(jobs, int) or jobs < 1:
         raise ValueError(f"jobs must be an integer >= 1, got {jobs!r}")
-    root = root or project_root()
+    root = (root or project_root()).resolve()  # absolute: the run changes the working directory
     out_dir, params = _outputs(scale, seeds, root)
     nbs = notebooks(root, only)
     budgets = REHEARSAL_PARAMS if scale == "rehearsal" else {}
@@ -134,8 +134,11 @@ def execute(scale: str, only: list[str] | None = None, root: Path | None = None,
         log(f"[{i}/{len(nbs)}] {nb.stem} at {scale} ...")
         t0 = time.perf_counter()
         try:
+            # no cwd=: papermill would os.chdir per call, which is process-wide and races between threads (one
+            # section's exit restores the old directory while another's kernel is still starting); execute sets
+            # the kernels' working directory once for the whole run instead
             pm.execute_notebook(str(nb), str(out_dir / nb.name), parameters={**params, **budgets.get(nb.stem, {})},
-                                cwd=str(nb.parent), kernel_name="python3", progress_bar=False, log_output=False)
+                                kernel_name="python3", progress_bar=False, log_output=False)
         except pm.PapermillExecutionError as e:
             raise NotebookFailed(f"{nb.stem} failed in cell {e.cell_index} (execution count {e.exec_count}): "
                                  f"{e.ename}: {e.evalue} — the partial notebook is {out_dir / nb.name}") from None
@@ -146,10 +149,17 @@ def execute(scale: str, only: list[str] | None = None, root: Path | None = None,
         log(f"      {nb.stem} done in {dt:.0f} s (total {time.perf_counter() - start:.0f} s)")
 
     numbered = list(enumerate(nbs, 1))
-    if jobs == 1:
-        for i, nb in numbered:
-            run_one(i, nb)
-        return timings
+    with contextlib.chdir(root / "notebooks"):  # the kernels resolve ../runs and ../figures from it
+        if jobs == 1:
+            for i, nb in numbered:
+                run_one(i, nb)
+        else:
+            _run_parallel(run_one, numbered, jobs)
+    return timings
+
+
+def _run_parallel(run_one, numbered: list, jobs: int) -> None:
+    """Every section but the claims ledger on ``jobs`` threads of single-threaded kernels, then the ledger alone."""
     last = [(i, nb) for i, nb in numbered if nb.stem == "11_claims"]
     with _single_threaded_kernels():
         pool = ThreadPoolExecutor(jobs)
@@ -160,7 +170,6 @@ def execute(scale: str, only: list[str] | None = None, root: Path | None = None,
             pool.shutdown(wait=True, cancel_futures=True)
         for i, nb in last:
             run_one(i, nb)
-    return timings
 
 
 @contextlib.contextmanager

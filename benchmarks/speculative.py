@@ -6,7 +6,12 @@ draft length, on prompts cut from held-out documents; the outputs are checked id
 speed-up comes with a bootstrap CI over prompts (paired). Runs that are not in the cache are skipped (say --train to
 train them first). Run nothing else meanwhile: timings on 2 cores are sensitive to any other process.
 
-    OMP_NUM_THREADS=2 .venv/bin/python benchmarks/speculative.py --csv benchmarks/results/speculative_cpu.csv
+    OMP_NUM_THREADS=2 .venv/bin/python benchmarks/speculative.py --csv benchmarks/results/speculative_cpu.csv \
+        --readme README.md
+
+``--readme`` rewrites the README's generated block (best configuration per model, and sentences computed from the
+numbers: ``speculative.readme_markdown``) from the summary just measured; with ``--from-csv`` it times nothing and
+regenerates the block from a committed summary CSV.
 """
 import argparse
 import time
@@ -17,8 +22,9 @@ import torch
 
 from tiedlm_lib import get_run
 from tiedlm_lib.analysis import cached_corpus
+from tiedlm_lib.atomic import replace_block
 from tiedlm_lib.experiments import get_scale, intervention_arm
-from tiedlm_lib.speculative import benchmark
+from tiedlm_lib.speculative import README_BEGIN, README_END, README_MODEL, benchmark, readme_markdown
 
 p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
 p.add_argument("--scale", default="cpu")
@@ -30,7 +36,16 @@ p.add_argument("--lens", default="2,4,8")
 p.add_argument("--repeats", type=int, default=3)
 p.add_argument("--train", action="store_true", help="train runs missing from the cache")
 p.add_argument("--csv", type=Path, default=None, help="summary CSV (per-prompt rows go beside it, *_prompts.csv)")
+p.add_argument("--readme", type=Path, default=None, help="rewrite this README's generated speculative block")
+p.add_argument("--from-csv", type=Path, default=None, help="time nothing: regenerate --readme from this summary CSV")
 a = p.parse_args()
+if a.from_csv:
+    if not a.readme:
+        p.error("--from-csv only regenerates a README block: give --readme too")
+    changed = replace_block(a.readme, README_BEGIN, README_END,
+                            readme_markdown(pd.read_csv(a.from_csv).to_dict("records"), README_MODEL))
+    print(f"{a.readme}: {'rewritten' if changed else 'unchanged'}")
+    raise SystemExit(0)
 
 S = get_scale(a.scale)
 base = get_run("v3", a.scale, 0, train_if_missing=a.train, progress=False)
@@ -67,3 +82,6 @@ if a.csv:
     pd.DataFrame(summaries).to_csv(a.csv, index=False)
     pd.DataFrame(per_prompt).to_csv(a.csv.with_name(a.csv.stem + "_prompts.csv"), index=False)
     print(f"written {a.csv}")
+if a.readme:
+    replace_block(a.readme, README_BEGIN, README_END, readme_markdown(summaries, README_MODEL))
+    print(f"rewritten the speculative block of {a.readme}")

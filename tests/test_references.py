@@ -96,6 +96,31 @@ def test_the_reference_check_can_fail(text, expect):
     assert expect or not got, got
 
 
+def test_the_readmes_speculative_block_is_the_committed_benchmark():
+    import pandas as pd
+
+    from tiedlm_lib.speculative import README_BEGIN, README_END, README_MODEL, readme_markdown
+
+    readme = (ROOT / "README.md").read_text()
+    block = readme.split(README_BEGIN, 1)[1].split(README_END, 1)[0].strip()
+    rows = pd.read_csv(ROOT / "benchmarks" / "results" / "speculative_cpu.csv").to_dict("records")
+    assert block == readme_markdown(rows, README_MODEL)
+
+
+def test_a_generated_block_is_rewritten_in_place_and_a_missing_marker_is_an_error(tmp_path):
+    from tiedlm_lib.atomic import replace_block
+
+    f = tmp_path / "R.md"
+    f.write_text("intro\n<!-- b -->\nold\n<!-- e -->\nrest\n")
+    assert replace_block(f, "<!-- b -->", "<!-- e -->", "new\n") is True
+    assert f.read_text() == "intro\n<!-- b -->\nnew\n<!-- e -->\nrest\n"
+    assert replace_block(f, "<!-- b -->", "<!-- e -->", "new") is False
+    for begin, end in (("<!-- x -->", "<!-- e -->"), ("<!-- e -->", "<!-- b -->")):
+        with pytest.raises(ValueError, match="no generated block"):
+            replace_block(f, begin, end, "x")
+    assert f.read_text() == "intro\n<!-- b -->\nnew\n<!-- e -->\nrest\n"
+
+
 def test_the_readme_opens_with_what_it_is_and_its_findings_table_is_the_committed_ledger():
     from tiedlm_lib.claims import FINDINGS_BEGIN, FINDINGS_END, findings_markdown, read_ledger
 

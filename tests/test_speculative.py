@@ -221,3 +221,33 @@ def test_cache_rollback_is_the_cache_of_the_shorter_sequence():
         cont = m.forward_cached(x[:, 9:12], cache, 9)  # continue from position 9 with other positions' tokens
         fresh = m(x[:, :12])[:, 9:12]
     torch.testing.assert_close(cont, fresh)
+
+
+def _row(model, d, L, s, lo, hi, acc=0.5, calls=0.7):
+    return {"model": model, "draft depth": d, "draft length": L, "plain tokens/s": 100.0,
+            "speculative tokens/s": 100.0 * s, "speed-up": s, "speed-up lo": lo, "speed-up hi": hi,
+            "acceptance": acc, "calls / plain calls": calls}
+
+
+def test_the_readme_block_takes_each_models_best_configuration_and_words_from_its_numbers():
+    from tiedlm_lib.speculative import readme_markdown
+
+    rows = [_row("multi", 1, 2, 1.10, 1.05, 1.15), _row("multi", 1, 4, 1.20, 1.10, 1.30, acc=0.51, calls=0.68),
+            _row("single", 8, 2, 0.90, 0.85, 0.95)]
+    md = readme_markdown(rows, "multi")
+    assert "| multi | 1 | 4 | 100 | 120 | 1.20× [1.10, 1.30] | 0.51 | 0.68 |" in md  # the best, not the first
+    assert "| multi | 1 | 2 |" not in md and "| single | 8 | 2 |" in md
+    assert "**not reached**" in md and "1.47× would be the speed-up" in md and "falls short of it" in md
+    assert "single: slower at its best (0.90×" in md
+    reached = readme_markdown([_row("multi", 1, 4, 1.7, 1.55, 1.9, calls=0.55)], "multi")
+    assert "**reached**" in reached and "is consistent with it" in reached and "other models" not in reached
+    assert "**not settled**" in readme_markdown([_row("multi", 1, 4, 1.5, 1.4, 1.6, calls=0.5)], "multi")
+    assert "faster at its best" in readme_markdown([_row("m", 1, 2, 1.2, 1.1, 1.3), _row("s", 1, 2, 1.3, 1.2, 1.4)],
+                                                   "m")
+    assert "no clear change" in readme_markdown([_row("m", 1, 2, 1.2, 1.1, 1.3), _row("s", 1, 2, 1, 0.9, 1.1)], "m")
+    with pytest.raises(ValueError, match="goal model 'v4'"):
+        readme_markdown(rows, "v4")
+    with pytest.raises(ValueError, match="got none"):
+        readme_markdown([], "multi")
+    with pytest.raises(ValueError, match="'model' column"):
+        readme_markdown([{k: v for k, v in rows[0].items() if k != "model"}], "multi")

@@ -35,3 +35,18 @@ def atomic_write_text(path: str | Path, text: str) -> Path:
             fh.write(text)
 
     return atomic_write(path, w)
+
+
+def replace_block(path: str | Path, begin: str, end: str, body: str) -> bool:
+    """Rewrite what lies between the marker lines ``begin`` and ``end`` of a text file (a generated block of a
+    README) with ``body``, atomically; True if the file changed. A file without both markers is an error, not a
+    silent no-op: the block would otherwise go stale unnoticed."""
+    path = Path(path)
+    text = path.read_text(encoding="utf-8")
+    if begin not in text or end not in text.split(begin, 1)[1]:
+        raise ValueError(f"{path} has no generated block {begin!r} ... {end!r}")
+    head, rest = text.split(begin, 1)
+    new = f"{head}{begin}\n{body.strip()}\n{end}{rest.split(end, 1)[1]}"
+    if new != text:
+        atomic_write_text(path, new)
+    return new != text

@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from .atomic import atomic_write_text
+from .atomic import atomic_write_text, replace_block
 
 CLAIMS: dict[str, str] = {
     "A1": "Single-depth training gives depth scaling: NLL falls monotonically as k grows",
@@ -303,12 +303,4 @@ def findings_markdown(ledger: dict[str, Any]) -> str:
 
 def update_findings(readme: str | Path, ledger: dict[str, Any]) -> bool:
     """Rewrite the README's findings block from the ledger; True if it changed."""
-    path = Path(readme)
-    text = path.read_text()
-    if FINDINGS_BEGIN not in text or FINDINGS_END not in text:
-        raise ValueError(f"{path} has no findings block ({FINDINGS_BEGIN!r} ... {FINDINGS_END!r})")
-    head, rest = text.split(FINDINGS_BEGIN, 1)
-    new = f"{head}{FINDINGS_BEGIN}\n{findings_markdown(ledger)}\n{FINDINGS_END}{rest.split(FINDINGS_END, 1)[1]}"
-    if new != text:
-        atomic_write_text(path, new)
-    return new != text
+    return replace_block(readme, FINDINGS_BEGIN, FINDINGS_END, findings_markdown(ledger))

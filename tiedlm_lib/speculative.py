@@ -332,3 +332,54 @@ def benchmark(model, prompts: Sequence[Sequence[int]], max_new: int, configs: Se
                         "calls / plain calls": sum(r["calls"] for r in sub) / sum(r["plain calls"] for r in sub),
                         "identical outputs": True})
     return rows, summary
+
+
+README_BEGIN = ("<!-- speculative: generated from benchmarks/results/speculative_cpu.csv by benchmarks/speculative.py "
+                "--readme README.md -->")
+README_END = "<!-- speculative: end -->"
+README_MODEL = "multi-depth (v4)"  # the model the goal is stated for, as the benchmark script labels it
+SPEED_GOAL = 1.5  # the goal tokens/s ratio over plain cached decoding, on the multi-depth model (issue 18)
+
+
+def _direction(lo: float, hi: float, level: float, above: str, below: str, between: str) -> str:
+    return above if lo >= level else below if hi < level else between
+
+
+def readme_markdown(summary: Sequence[dict], goal_model: str, goal: float = SPEED_GOAL) -> str:
+    """The README's speculative-decoding block from ``benchmark`` summary rows that carry a ``model`` column: the
+    best configuration per model (highest speed-up) as a table, then sentences whose every number and direction word
+    comes from those rows — whether ``goal_model`` reaches ``goal`` (its CI's lower end at or above it: "reached";
+    the upper end below: "not reached"; else "not settled"), and how the speed-up compares with the bound the block
+    calls alone would give."""
+    if not summary:
+        raise ValueError("readme_markdown needs benchmark summary rows, got none")
+    best: dict[str, dict] = {}
+    for r in summary:
+        if "model" not in r:
+            raise ValueError(f"summary rows need a 'model' column (the benchmark script adds it), got {sorted(r)}")
+        if r["model"] not in best or r["speed-up"] > best[r["model"]]["speed-up"]:
+            best[r["model"]] = r
+    if goal_model not in best:
+        raise ValueError(f"goal model {goal_model!r} is not among the benchmarked models {sorted(best)}")
+    lines = ["| model | draft depth | draft length | plain tok/s | speculative tok/s | speed-up [95% CI over prompts] "
+             "| acceptance | block calls / plain |", "|---|---|---|---|---|---|---|---|"]
+    for m, r in best.items():
+        lines.append(f"| {m} | {r['draft depth']} | {r['draft length']} | {r['plain tokens/s']:.0f} | "
+                     f"{r['speculative tokens/s']:.0f} | {r['speed-up']:.2f}× [{r['speed-up lo']:.2f}, "
+                     f"{r['speed-up hi']:.2f}] | {r['acceptance']:.2f} | {r['calls / plain calls']:.2f} |")
+    g = best[goal_model]
+    verdict = _direction(g["speed-up lo"], g["speed-up hi"], goal, "reached", "not reached", "not settled")
+    bound = 1 / g["calls / plain calls"]
+    short = _direction(g["speed-up lo"], g["speed-up hi"], bound, "exceeds it",
+                       "falls short of it, so a call over L + 1 positions costs more than a call over one",
+                       "is consistent with it")
+    others = "; ".join(
+        f"{m}: {_direction(r['speed-up lo'], r['speed-up hi'], 1.0, 'faster', 'slower', 'no clear change')} at its "
+        f"best ({r['speed-up']:.2f}×, acceptance {r['acceptance']:.2f})" for m, r in best.items() if m != goal_model)
+    text = (f"The {goal:g}× goal is **{verdict}** on {goal_model}: its best configuration (d = {g['draft depth']}, "
+            f"L = {g['draft length']}) runs at {g['speed-up']:.2f}× [{g['speed-up lo']:.2f}, {g['speed-up hi']:.2f}] "
+            f"plain decoding's tokens/s, accepting {g['acceptance']:.2f} of drafted tokens, with "
+            f"{g['calls / plain calls']:.2f}× plain decoding's sequential block calls per token: {bound:.2f}× would "
+            f"be the speed-up if calls were all that cost, and the measured one {short}."
+            + (f" The other models — {others}." if others else ""))
+    return "\n".join(lines) + "\n\n" + text

@@ -170,6 +170,35 @@ def test_the_benchmark_baseline_is_plain_greedy_decoding():
     assert all(s["speed-up lo"] <= s["speed-up"] <= s["speed-up hi"] and s["identical outputs"] for s in summary)
 
 
+def test_the_benchmark_alternates_plain_and_speculative_calls_and_keeps_the_fastest(monkeypatch):
+    """A load burst on a shared machine must land on both sides of a ratio: the calls interleave per configuration,
+    and the fastest of each side is kept (a slow first call does not count)."""
+    import time as _time
+
+    from tiedlm_lib import speculative
+    from tiedlm_lib.speculative import SpeculativeInfo
+
+    calls = []
+
+    def fake_plain(model, prompt, max_new):
+        calls.append("plain")
+        _time.sleep(0.04 if len(calls) == 2 else 0.02)  # the first timed plain call is slowed by a "burst"
+        return [1, 2]
+
+    def fake_generate(model, prompt, max_new, d, L, probe=None):
+        calls.append(f"spec{d}")
+        _time.sleep(0.01)
+        return [1, 2], SpeculativeInfo(rounds=1, drafted=2, accepted=1, calls=3, plain_calls=4)
+
+    monkeypatch.setattr(speculative, "plain_greedy", fake_plain)
+    monkeypatch.setattr(speculative, "generate", fake_generate)
+    rows, summary = speculative.benchmark(None, [[0]], 2, [(1, 2), (2, 2)], repeats=2, n_boot=10)
+    assert calls == ["plain"] + ["plain", "spec1", "plain", "spec1", "plain", "spec2", "plain", "spec2"]
+    assert 1.6 < summary[0]["speed-up"] < 2.5 and 1.6 < summary[1]["speed-up"] < 2.5  # 0.02 s / 0.01 s
+    with pytest.raises(ValueError, match="repeats must be an integer >= 1"):
+        speculative.benchmark(None, [[0]], 2, [(1, 2)], repeats=0)
+
+
 def test_bad_input_is_refused_with_a_clear_error():
     m = tiny_model("S A*4 S", seq=16)
     with pytest.raises(ValueError, match="draft_depth must be an integer in 1..3"):

@@ -281,11 +281,13 @@ def benchmark(model, prompts: Sequence[Sequence[int]], max_new: int, configs: Se
               ) -> tuple[list[dict], list[dict]]:
     """Greedy tokens/s of self-speculative decoding against plain cached decoding at full depth, at batch size 1.
 
-    For each prompt, plain decoding and each (draft_depth, draft_len) of ``configs`` run ``repeats`` times (the
-    fastest kept, after one warm-up call); their outputs must be identical, else a RuntimeError. Returns per-prompt
-    rows and one summary row per configuration: tokens/s of both, the speed-up as the geometric mean of the per-prompt
-    time ratios with a bootstrap CI over prompts (paired: the same prompt under both), acceptance and tokens per
-    round. Timing is the caller's measurement: run nothing else meanwhile."""
+    For each prompt and each (draft_depth, draft_len) of ``configs``, plain decoding and speculative decoding run
+    ``repeats`` times *alternately* (plain, speculative, plain, ...; the fastest of each kept, after one warm-up
+    call), so that a burst of load from elsewhere on a shared machine lands on both sides of the ratio rather than on
+    a baseline that every configuration of the prompt reuses; their outputs must be identical, else a RuntimeError.
+    Returns per-prompt rows and one summary row per configuration: tokens/s of both, the speed-up as the geometric
+    mean of the per-prompt time ratios with a bootstrap CI over prompts (paired: the same prompt under both),
+    acceptance and tokens per round. Timing is the caller's measurement: run nothing else meanwhile."""
     import time
 
     from tqdm.auto import tqdm
@@ -293,20 +295,25 @@ def benchmark(model, prompts: Sequence[Sequence[int]], max_new: int, configs: Se
     if not prompts:
         raise ValueError("benchmark needs at least one prompt")
 
-    def timed(fn):
-        best, out = math.inf, None
+    def alternate(plain, spec):
+        """The fastest of ``repeats`` calls of each, the two interleaved, and each one's last output."""
+        best, out = [math.inf, math.inf], [None, None]
         for _ in range(repeats):
-            t = time.perf_counter()
-            out = fn()
-            best = min(best, time.perf_counter() - t)
+            for j, fn in enumerate((plain, spec)):
+                t = time.perf_counter()
+                out[j] = fn()
+                best[j] = min(best[j], time.perf_counter() - t)
         return best, out
 
+    if not isinstance(repeats, int) or repeats < 1:
+        raise ValueError(f"repeats must be an integer >= 1, got {repeats!r}")
     plain_greedy(model, prompts[0], max_new)  # warm-up
     rows = []
     for i, prompt in enumerate(tqdm(prompts, desc="prompts", disable=not progress, leave=False)):
-        t_plain, want = timed(lambda p=prompt: plain_greedy(model, p, max_new))
         for d, L in configs:
-            t_spec, (got, info) = timed(lambda p=prompt, d=d, L=L: generate(model, p, max_new, d, L, probe=probe))
+            (t_plain, t_spec), (want, (got, info)) = alternate(
+                lambda p=prompt: plain_greedy(model, p, max_new),
+                lambda p=prompt, d=d, L=L: generate(model, p, max_new, d, L, probe=probe))
             if got != want:
                 raise RuntimeError(f"prompt {i}, draft depth {d}, draft length {L}: speculative output differs from "
                                    "plain greedy decoding")

@@ -234,23 +234,31 @@ rep.fact("r_pt", "response_nll", "response NLL, held-out conversations", {"model
 rep.fact("r_paper", "response_nll", "response NLL, held-out conversations", {"model": PAPER_SFT})
 rep.fact("r_masked", "response_nll", "response NLL, held-out conversations", {"model": MASKED_SFT})
 rep.fact("pad_pt", "generation_measures", "pad rate", {"model": "PT", "penalty": "paper"})
-rep.fact("pad_sft", "generation_measures", "pad rate", {"model": PAPER_SFT, "penalty": "paper"})
-rep.fact("differ", "penalty_forms_differ", "samples that differ")
+pad_sft = rep.fact("pad_sft", "generation_measures", "pad rate", {"model": PAPER_SFT, "penalty": "paper"})
+pad_masked = rep.fact("pad_masked", "generation_measures", "pad rate", {"model": MASKED_SFT, "penalty": "ctrl"})
+differ_share = rep.fact("differ", "penalty_forms_differ", "samples that differ")
 rep.prose("Results", "On the held-out suffix benchmark's real targets (mean over {n} seed{s}), SFT with the paper's "
           "loss changes NLL by {c_paper:+.3f} nats and response-only SFT by {c_masked:+.3f}. On held-out "
           "conversations' responses — what SFT is for — NLL is {r_pt:.3f} before SFT, {r_paper:.3f} after the "
           "paper's SFT and {r_masked:.3f} after response-only SFT. With the paper's sampling settings, "
           "{pad_pt:.1%} of the pre-trained model's generated tokens are pad and {pad_sft:.1%} of the paper-SFT "
-          "model's; the two repetition-penalty forms change {differ:.0%} of the samples.",
-          n=str(len(seeds)), s="s" if len(seeds) > 1 else "")
+          "model's; with the CTRL penalty, {pad_masked:.1%} of the response-only SFT model's. The two "
+          "repetition-penalty forms change {differ:.0%} of the samples{penalty_words}.",
+          n=str(len(seeds)), s="s" if len(seeds) > 1 else "",
+          penalty_words=(", so A20's paper and corrected rows differ here only in the SFT loss" if differ_share == 0
+                         else ""))
 
 # %%
 rep.prose("What this means", "SFT {cost_words} on the pre-training benchmark (A12 {a12p}; response-only {a12c}): "
-          "{attribution} Pre-trained models {pad_words} (A20 {a20}); whether they also generate *better* needs a "
-          "measure of quality that this corpus and scale do not give, so that half is left open.",
+          "{attribution} Pre-trained models {pad_words} (A20 {a20}); response-only SFT models {masked_words} "
+          "(corrected A20 {a20c}). Whether pre-trained models also generate *better* needs a measure of quality that "
+          "this corpus and scale do not give, so that half is left open.",
           cost_words={"reproduced": "costs real-token NLL", "not reproduced": "does not cost real-token NLL"}.get(
               a12[0].verdict, "has no settled real-token cost"),
           a12p=a12[0].verdict, a12c=a12[1].verdict,
           attribution=a12[1].evidence["implication"],
           pad_words={"not reproduced": "do not behave as the paper says on pad"}.get(
-              a20[0].verdict, "never emit pad while SFT models do"), a20=a20[0].verdict)
+              a20[0].verdict, "never emit pad while paper-SFT models do"), a20=a20[0].verdict,
+          masked_words="emit pad too" if pad_masked > 0 else "never emit pad" + (
+              ": the pad that paper-SFT models emit comes with training on pad targets" if pad_sft > 0 else ""),
+          a20c=a20[1].verdict)

@@ -268,8 +268,12 @@ def test_the_readme_block_takes_each_models_best_configuration_and_words_from_it
     assert "| multi | 1 | 2 |" not in md and "| single | 8 | 2 |" in md
     assert "**not reached**" in md and "1.47× would be the speed-up" in md and "falls short of it" in md
     assert "single: slower at its best (0.90×" in md
+    assert "measured 100–100 tok/s across multi's configurations: timing noise of up to 0%" in md
+    noisy = [_row("m", 1, 2, 1.2, 1.1, 1.3), {**_row("m", 2, 2, 1.1, 1.0, 1.2), "plain tokens/s": 125.0}]
+    assert "measured 100–125 tok/s across m's configurations: timing noise of up to 25%" in readme_markdown(noisy, "m")
     reached = readme_markdown([_row("multi", 1, 4, 1.7, 1.55, 1.9, calls=0.55)], "multi")
     assert "**reached**" in reached and "is consistent with it" in reached and "other models" not in reached
+    assert "Plain decoding" not in reached  # one configuration: no spread to report
     assert "**not settled**" in readme_markdown([_row("multi", 1, 4, 1.5, 1.4, 1.6, calls=0.5)], "multi")
     assert "faster at its best" in readme_markdown([_row("m", 1, 2, 1.2, 1.1, 1.3), _row("s", 1, 2, 1.3, 1.2, 1.4)],
                                                    "m")

@@ -352,6 +352,19 @@ def _direction(lo: float, hi: float, level: float, above: str, below: str, betwe
     return above if lo >= level else below if hi < level else between
 
 
+def _noise_sentence(rows: Sequence[dict]) -> str:
+    """Plain decoding is the same computation under every configuration: its spread across them is the timing noise
+    of the machine, which the CIs over prompts do not include (and which a best-of-configurations pick rides on)."""
+    plain = [r["plain tokens/s"] for r in rows]
+    if len(plain) < 2:
+        return ""
+    lo, hi = min(plain), max(plain)
+    return (f" Plain decoding, the same computation under every configuration, measured {lo:.0f}–{hi:.0f} tok/s "
+            f"across {rows[0]['model']}'s configurations: timing noise of up to {hi / lo - 1:.0%} between "
+            "measurements, which the CIs over prompts do not include and which the pick of a best configuration rides "
+            "on.")
+
+
 def readme_markdown(summary: Sequence[dict], goal_model: str, goal: float = SPEED_GOAL) -> str:
     """The README's speculative-decoding block from ``benchmark`` summary rows that carry a ``model`` column: the
     best configuration per model (highest speed-up) as a table, then sentences whose every number and direction word
@@ -383,10 +396,12 @@ def readme_markdown(summary: Sequence[dict], goal_model: str, goal: float = SPEE
     others = "; ".join(
         f"{m}: {_direction(r['speed-up lo'], r['speed-up hi'], 1.0, 'faster', 'slower', 'no clear change')} at its "
         f"best ({r['speed-up']:.2f}×, acceptance {r['acceptance']:.2f})" for m, r in best.items() if m != goal_model)
-    text = (f"The {goal:g}× goal is **{verdict}** on {goal_model}: its best configuration (d = {g['draft depth']}, "
+    text = (f"The {goal:g}× goal is **{verdict}** in this measurement of {goal_model}: its best configuration "
+            f"(d = {g['draft depth']}, "
             f"L = {g['draft length']}) runs at {g['speed-up']:.2f}× [{g['speed-up lo']:.2f}, {g['speed-up hi']:.2f}] "
             f"plain decoding's tokens/s, accepting {g['acceptance']:.2f} of drafted tokens, with "
             f"{g['calls / plain calls']:.2f}× plain decoding's sequential block calls per token: {bound:.2f}× would "
             f"be the speed-up if calls were all that cost, and the measured one {short}."
-            + (f" The other models — {others}." if others else ""))
+            + (f" The other models — {others}." if others else "")
+            + _noise_sentence([r for r in summary if r["model"] == goal_model]))
     return "\n".join(lines) + "\n\n" + text

@@ -157,6 +157,43 @@ def test_notebook_runs_list_every_run_once_with_bases_before_continuations():
         notebook_runs("cpu", [])
 
 
+def test_section_runs_split_notebook_runs_by_the_sections_that_ask_for_them():
+    from tiedlm_lib.registry import notebook_runs, section_runs
+
+    runs = notebook_runs("cpu")
+    key = lambda c: f"{c.train.seed}/{c.cache_name()}"  # noqa: E731
+    order = {key(c): i for i, c in enumerate(runs)}
+    by = section_runs("cpu")
+    assert sorted(by) == ["01", "02", "03", "04", "05", "06", "07", "08", "09", "10", "12"]  # 11 trains nothing
+    assert {key(c) for cfgs in by.values() for c in cfgs} == set(order)  # every run belongs to some section
+    for sec, cfgs in by.items():
+        keys = [key(c) for c in cfgs]
+        assert keys == sorted(keys, key=order.get) and len(keys) == len(set(keys)), sec  # notebook_runs' order
+        for c in cfgs:  # a section's continuation comes with its base: the section can run on these alone
+            if c.train.init_from:
+                assert f"{c.train.seed}/{c.train.init_from.split('/')[1]}" in keys, (sec, c.name)
+        src = next((ROOT / "notebooks").glob(f"{sec}_*.py")).read_text()
+        for c in cfgs:  # each run is one the section's source asks for
+            asks = ("sft_run(" if "-sft-" in c.name else "intervention_arm(" if c.name.startswith("dcp-")
+                    else f'"{c.name}"')
+            assert asks in src, (sec, c.name)
+    assert {c.name for c in by["12"]} == {"v3", "v4", "dcp-sampled"} and len(by["12"]) == 9
+    assert {c.name for c in by["08"]} == {"v3", "v3-sft-paper", "v3-sft-masked"}
+    assert {c.train.backprop for c in by["02"] if c.name == "v3"} >= {"full", "phantom", "phantom-last"}
+
+
+def test_train_all_trains_and_reports_by_section(tmp_path, capsys):
+    from tiedlm_lib.__main__ import main
+
+    assert main(["train-all", "--scale", "smoke", "--sections", "99", "--runs", str(tmp_path)]) == 2
+    assert "--sections '99': ['99'] train no runs; expected section numbers among ['01'" in capsys.readouterr().err
+    assert main(["train-all", "--scale", "smoke", "--sections", "08_sft_generation", "--status",
+                 "--runs", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "0 of 3 runs done" in out and "sections with every run done: none; waiting: 08 (3 of 3 runs left" in out
+    assert "v4" not in out  # only section 08's runs
+
+
 def test_the_plan_prices_every_run_from_logged_or_scaled_step_times(capsys):
     from tiedlm_lib.paper import main
     from tiedlm_lib.registry import plan_rows

@@ -25,7 +25,7 @@ from .distributed import rank_world
 from .evaluation import depth_stats, evaluate_nll, maxprob_exit
 from .experiments import EXPERIMENTS, SCALES, experiment, get_run, is_complete, paper_config, run_dir
 from .model import TiedLM
-from .registry import notebook_runs
+from .registry import notebook_runs, section_runs
 from .runs import cache_status
 from .training import TrainingInterrupted
 
@@ -111,8 +111,13 @@ def cmd_train_all(args) -> None:
     that one is training, the other waits for instead of training twice."""
     seeds = _ints(args.seeds, "--seeds") if args.seeds else None
     todo = notebook_runs(args.scale, seeds)
+    if args.sections:
+        todo = _of_sections(todo, section_runs(args.scale, seeds), args.sections)
     if args.status:
-        return _print_status(todo, args)
+        by_section = section_runs(args.scale, seeds)
+        if args.sections:
+            by_section = {k: v for k, v in by_section.items() if k in {w.strip()[:2] for w in args.sections.split(",")}}
+        return _print_status(todo, args, by_section)
     if args.only:
         names = set(args.only.split(","))
         unknown = names - {c.name for c in todo}
@@ -141,8 +146,20 @@ def cmd_train_all(args) -> None:
                   f"{time.perf_counter() - t:.0f} s (total {time.perf_counter() - start:.0f} s)", flush=True)
 
 
-def _print_status(todo, args) -> None:
-    """``train-all --status``: what the cache holds of the sections' runs and what is left, nothing trained."""
+def _of_sections(todo, by_section: dict, spec: str) -> list:
+    """The runs of ``todo`` that the sections named in ``spec`` ("06,07" or notebook names) train, in its order."""
+    wanted = {w.strip()[:2] for w in spec.split(",") if w.strip()}
+    unknown = sorted(wanted - set(by_section))
+    if unknown or not wanted:
+        raise ValueError(f"--sections {spec!r}: {unknown or 'none given'} train no runs; expected section numbers "
+                         f"among {sorted(by_section)} (or notebook names such as 06_iso_param_2x2)")
+    names = {f"{c.train.seed}/{c.cache_name()}" for w in wanted for c in by_section[w]}
+    return [c for c in todo if f"{c.train.seed}/{c.cache_name()}" in names]
+
+
+def _print_status(todo, args, by_section: dict | None = None) -> None:
+    """``train-all --status``: what the cache holds of the sections' runs and what is left, nothing trained; then
+    which sections have every run done (executable now without training) and what the others wait for."""
     rows = cache_status(todo, args.runs)
     print(_table([{**r, "seconds": "" if r["seconds"] is None else f"{r['seconds']:.0f}",
                    "left (est. s)": "" if r.get("estimate s") is None else f"{r['estimate s']:.0f}"} for r in rows],
@@ -154,6 +171,17 @@ def _print_status(todo, args) -> None:
           f"{len(left)} left, about {sum(r.get('estimate s') or 0 for r in left):.0f} single-process seconds"
           + (f" ({unknown} without an estimate: nothing comparable measured yet)" if unknown else "")
           + " (estimates: measured seconds per step of finished runs that cost the same per step)")
+    if by_section:
+        left_by_dir = {r["dir"]: r for r in rows if r["status"] != "done"}
+        ready, waiting = [], []
+        for sec, cfgs in by_section.items():
+            missing = [left_by_dir[d] for d in {run_dir(c, args.runs).name for c in cfgs} if d in left_by_dir]
+            if not missing:
+                ready.append(sec)
+            else:
+                waiting.append(f"{sec} ({len(missing)} of {len(cfgs)} runs left, about "
+                               f"{sum(r.get('estimate s') or 0 for r in missing):.0f} s)")
+        print(f"sections with every run done: {', '.join(ready) or 'none'}; waiting: {', '.join(waiting) or 'none'}")
 
 
 def cmd_eval(args) -> None:
@@ -230,6 +258,8 @@ def main(argv: list[str] | None = None) -> int:
     sp.add_argument("--scale", default="cpu", help="smoke | cpu | paper (default cpu)")
     sp.add_argument("--seeds", default="", help="comma-separated seeds (default: the scale's)")
     sp.add_argument("--only", default="", help="comma-separated run names (e.g. v3,v4,dcp-sampled)")
+    sp.add_argument("--sections", default="", help="comma-separated sections (e.g. 06,07): only the runs they "
+                    "train, so one section can be executed while the next one's runs train")
     sp.add_argument("--reverse", action="store_true", help="start from the end of the list (a second worker)")
     sp.add_argument("--status", action="store_true", help="train nothing: list each run as done, partial or "
                     "missing, with its training seconds or an estimate of the seconds left")

@@ -305,37 +305,56 @@ def notebook_runs(scale: str, seeds: Sequence[int] | None = None) -> list[RunCon
     before their continuations), without duplicates: what ``python -m tiedlm_lib train-all`` trains into the runs
     cache ahead of ``make paper``, and what ``python -m tiedlm_lib.paper --plan`` budgets. It mirrors the sections'
     ``get_run`` calls at their default parameters; a section run with other parameters trains what it lacks itself."""
+    return [cfg for cfg, _ in _tagged_runs(scale, seeds)]
+
+
+def section_runs(scale: str, seeds: Sequence[int] | None = None) -> dict[str, list[RunConfig]]:
+    """Per section (its two-digit number, "01" … "12"), the runs of ``notebook_runs`` it trains, bases included,
+    in the same order: train one section's runs (``train-all --sections 06``), then execute that section while the
+    next one's train. The claims section (11) trains nothing and has no entry."""
+    out: dict[str, list[RunConfig]] = {}
+    for cfg, sections in _tagged_runs(scale, seeds):
+        for sec in sorted(sections):
+            out.setdefault(sec, []).append(cfg)
+    return dict(sorted(out.items()))
+
+
+def _tagged_runs(scale: str, seeds: Sequence[int] | None) -> list[tuple[RunConfig, set[str]]]:
+    """``notebook_runs`` with, for each run, the sections whose ``get_run`` calls ask for it."""
     s = get_scale(scale)
     seeds = check_seeds(list(seeds) if seeds is not None else list(s.seeds))
     short = section_overrides(scale)  # sections 05-07 and 10
     sft_short = None if s.exact else max(2, int(0.8 * s.short_steps) // 4)  # paper: the original recipe
-    out: dict[str, RunConfig] = {}
+    out: dict[str, tuple[RunConfig, set[str]]] = {}
 
-    def add(cfg: RunConfig) -> RunConfig:
-        out.setdefault(f"{cfg.train.seed}/{cfg.cache_name()}", cfg)
+    def add(cfg: RunConfig, *sections: str) -> RunConfig:
+        out.setdefault(f"{cfg.train.seed}/{cfg.cache_name()}", (cfg, set()))[1].update(sections)
         return cfg
 
+    short_users = {"v10": ("06", "07"), "v7": ("06",), "v9": ("05", "06", "07", "10"), "v9c": ("06",),
+                   "v12": ("07",), "v13": ("05", "07", "10"), "v14": ("07",), "v14c": ("07",)}
+    sft_users = {"v10": ("06", "07"), "v9": ("06", "07"), "v13": ("07",)}  # SFT of the tied, vanilla, 3-loop models
     for seed in seeds:
-        small = add(experiment("v3", scale, seed))
-        for name in ("v3", "v5"):  # 01, 03, 09: both block forms
-            add(experiment(name, scale, seed))
-            add(experiment(name, scale, seed, {"model.block": "residual"}))
-        for name in ("v4", "v6"):  # 04, 10
-            add(experiment(name, scale, seed))
-        for name in ("v10", "v7", "v9", "v9c", "v12", "v13", "v14", "v14c"):  # 05-07, 10
-            base = add(experiment(name, scale, seed, short))
-            if name in ("v10", "v9", "v13"):  # 06, 07: SFT of the tied, vanilla and three-loop models
-                add(sft_run(base, f"{name}-sft-paper", "paper", steps=sft_short))
-        add(sft_run(small, "v3-sft-paper", "paper"))  # 05, 08
-        add(sft_run(small, "v3-sft-masked", "masked"))
-        add(experiment("v3", scale, seed, {"train.pad_targets": "include"}))  # 05
-        add(experiment("v7", scale, seed))  # 02: the long phantom run
-        for mode in ("phantom", "phantom-last", "truncated:4"):  # 02: short runs ("full" is v3)
-            add(experiment("v3", scale, seed, {"train.backprop": mode}))
-        for mode in ("full", "phantom", "phantom-last"):  # 02: the long horizon
-            add(experiment("v3", scale, seed, {"train.backprop": mode, "train.steps": s.long_steps}))
-        for arm in INTERVENTION_ARMS:  # 04, 10, 12: paper B's intervention (the sampled-depth model)
-            add(intervention_arm(small, arm, s.short_steps))
+        small = add(experiment("v3", scale, seed), "01", "02", "03", "04", "05", "08", "09", "10", "12")
+        add(experiment("v3", scale, seed, {"model.block": "residual"}), "01", "03", "09")  # both block forms
+        add(experiment("v5", scale, seed), "03", "04", "05", "09", "10")
+        add(experiment("v5", scale, seed, {"model.block": "residual"}), "03", "09")
+        add(experiment("v4", scale, seed), "04", "10", "12")
+        add(experiment("v6", scale, seed), "04", "10")
+        for name, users in short_users.items():
+            base = add(experiment(name, scale, seed, short), *users)
+            if name in sft_users:
+                add(sft_run(base, f"{name}-sft-paper", "paper", steps=sft_short), *sft_users[name])
+        add(sft_run(small, "v3-sft-paper", "paper"), "05", "08")
+        add(sft_run(small, "v3-sft-masked", "masked"), "05", "08")
+        add(experiment("v3", scale, seed, {"train.pad_targets": "include"}), "05")
+        add(experiment("v7", scale, seed), "02")  # the long phantom run
+        for mode in ("phantom", "phantom-last", "truncated:4"):  # short runs ("full" is v3)
+            add(experiment("v3", scale, seed, {"train.backprop": mode}), "02")
+        for mode in ("full", "phantom", "phantom-last"):  # the long horizon
+            add(experiment("v3", scale, seed, {"train.backprop": mode, "train.steps": s.long_steps}), "02")
+        for arm in INTERVENTION_ARMS:  # paper B's intervention (the sampled arm is the sampled-depth model)
+            add(intervention_arm(small, arm, s.short_steps), "10", *(("04", "12") if arm == "sampled" else ()))
     return list(out.values())
 
 

@@ -321,6 +321,11 @@ def benchmark(model, prompts: Sequence[Sequence[int]], max_new: int, configs: Se
                          "plain s": t_plain, "speculative s": t_spec, "drafted": info.drafted,
                          "accepted": info.accepted, "rounds": info.rounds, "calls": info.calls,
                          "plain calls": info.plain_calls})
+    return rows, _summarise(rows, configs, n_boot, seed)
+
+
+def _summarise(rows: list[dict], configs: Sequence[tuple[int, int]], n_boot: int, seed: int) -> list[dict]:
+    """One summary row per configuration from ``benchmark``'s per-prompt rows (see there)."""
     summary = []
     g = np.random.default_rng(seed)
     for d, L in configs:
@@ -338,7 +343,7 @@ def benchmark(model, prompts: Sequence[Sequence[int]], max_new: int, configs: Se
                         "tokens per round": tok / sum(r["rounds"] for r in sub),
                         "calls / plain calls": sum(r["calls"] for r in sub) / sum(r["plain calls"] for r in sub),
                         "identical outputs": True})
-    return rows, summary
+    return summary
 
 
 README_BEGIN = ("<!-- speculative: generated from benchmarks/results/speculative_cpu.csv by benchmarks/speculative.py "

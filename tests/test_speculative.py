@@ -284,3 +284,14 @@ def test_the_readme_block_takes_each_models_best_configuration_and_words_from_it
         readme_markdown([], "multi")
     with pytest.raises(ValueError, match="'model' column"):
         readme_markdown([{k: v for k, v in rows[0].items() if k != "model"}], "multi")
+
+
+def test_the_call_bound_direction_comes_from_the_measured_interval():
+    from tiedlm_lib.speculative import call_bound_phrase
+
+    # calls 0.5 of plain's: the bound is 2×
+    assert call_bound_phrase(1.2, 1.4, 0.5).startswith("falls short of it")
+    assert call_bound_phrase(2.1, 2.3, 0.5) == "exceeds it"
+    assert call_bound_phrase(1.9, 2.1, 0.5) == "is consistent with it"
+    with pytest.raises(ValueError, match="calls_ratio must be positive"):
+        call_bound_phrase(1.0, 1.1, 0.0)

@@ -177,8 +177,10 @@ rep.prose("Results", "All {n_models} of the paper's models have exactly the para
           K=str(S.K), n=str(len(seeds)), s="s" if len(seeds) > 1 else "")
 
 # %%
-rep.prose("What this means", "The paper's block re-adds a normalised copy of the state every step, so its state norm "
-          "{grows} with the loop depth {compare}: what the layers after the loop read changes in scale as well as in "
-          "content with k, which sections 03 (depth scaling) and 10 (readout probes) take into account.",
-          grows="grows" if norm_paper > 1 else "does not grow",
-          compare="faster than the residual form's" if norm_paper > norm_res else "no faster than the residual form's")
+rep.prose("What this means", "The paper's block re-adds a normalised copy of the state every step. {consequence}",
+          consequence=(f"Its state norm grows with the loop depth "
+                       f"{'faster' if norm_paper > norm_res else 'no faster'} than the residual form's: what the "
+                       "layers after the loop read changes in scale as well as in content with k, which sections 03 "
+                       "(depth scaling) and 10 (readout probes) take into account." if norm_paper > 1 else
+                       "Even so its trained state norm does not grow with the loop depth here, so what the layers "
+                       "after the loop read changes in content, not in scale, with k."))

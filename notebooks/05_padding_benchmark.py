@@ -182,8 +182,9 @@ mem.round(3)
 #   f the pad fraction) *and* the two orderings disagree (Kendall τ < 0.5) with the SFT−PT pair flipping sign between
 #   the metrics, both CIs excluding 0. Not reproduced if the orderings agree (τ ≥ 0.5) or the pair does not flip.
 #   The corrected protocol judges the same on held-out draws. *Criterion change, stated:* a first version required
-#   the pad **fraction** of the targets to exceed 0.5 (the paper's 61.6%); at this scale it is 34–38% (a property of
-#   the corpus and sequence length), and that version came out inconclusive on this alone while the reversal held.
+#   the pad **fraction** of the targets to exceed 0.5 (the paper's 61.6%); the fraction is a property of the corpus
+#   and sequence length (this section's `pad fraction` column), and on the first cpu run it was below one half, so
+#   that version judged the corpus rather than the claim.
 #   "Dominated" is now judged by what the pads contribute to the with-pad number, which is the claim's point.
 # * **Q6** — does evaluating on training sequences change the conclusions? Within the train-overlap draw, each
 #   model's real-token NLL on the sequences it did **not** see in training minus on those it **did** (the same draw
@@ -220,7 +221,9 @@ for (name, seed), seen in seen_draws.items():
 seen_table = rep.table(pd.DataFrame([{"model": m, "seed": sd, "unseen - seen": e.point, "lo": e.lo, "hi": e.hi}
                                      for m, d in shift.items() for sd, e in d.items()]), "seen_vs_unseen")
 display(seen_table.round(4))  # noqa: F821
-tau_draws = kendall_tau(t_tr["real token"], t_ho["real token"])
+# the two draws' real-token rankings compared within each seed (pooling seeds would rank between-seed differences too)
+tau_draws = sum(kendall_tau(t_tr[t_tr.seed == sd]["real token"], t_ho[t_ho.seed == sd]["real token"])
+                for sd in seeds) / len(seeds)
 q6 = verdicts.q6(shift, tau_draws)
 _ = rep.judge(q6)
 
@@ -244,11 +247,11 @@ shift_mean = rep.fact("shift", "seen_vs_unseen", "unseen - seen") if len(seen_ta
 rep.prose("Results", "On held-out draws {pad_ho:.0%} of the suffix benchmark's targets are pad. A pre-trained model "
           "that ignored pad in training scores {pad_nll_pt:.1f} nats on those targets, the same model after SFT on "
           "pad targets {pad_nll_sft:.2f}. SFT changes the with-pad number by {d_pad:+.3f} nats and the real-token one "
-          "by {d_real:+.3f}; the with-pad and real-token rankings of the cast agree with Kendall τ = {tau_ho:.2f} "
-          "(train-overlap draws: {tau_tr:.2f}). {seen}", seen=(
-              f"Within the train-overlap draw, sequences a model did not see in training score {shift_mean:+.3f} nats "
-              "against those it saw (mean over models and seeds)." if shift_mean == shift_mean else
-              "No model saw only part of the train-overlap draw, so seen and unseen sequences were not compared."))
+          "by {d_real:+.3f}; the with-pad and real-token rankings of the cast are related by Kendall τ = {tau_ho:.2f} "
+          "(train-overlap draws: {tau_tr:.2f}). "
+          + ("Within the train-overlap draw, sequences a model did not see in training score {shift:+.3f} nats "
+             "against those it saw (mean over models and seeds)." if shift_mean == shift_mean else
+             "No model saw only part of the train-overlap draw, so seen and unseen sequences were not compared."))
 
 # %%
 ho = [e for k, e in a11["corrected"].evidence.items() if k[:1] == "s"]  # held-out draws, per seed
@@ -261,12 +264,13 @@ rep.prose("What this means", "{lead} ({gap_words}); SFT on pad targets {directio
                 "On held-out draws the with-pad number ranks the models much as the real-token one does (Kendall τ ≥ "
                 "0.5 in every seed), not reversed as in the paper" if all(e["kendall_tau"] >= 0.5 for e in ho) else
                 "On held-out draws the paper's reversal of the rankings is not established in every seed"),
-          gap_words=f"pad targets cost the pad-ignoring model {abs(pad_pt - pad_sft):.1f} nats "
-          f"{'more' if pad_pt >= pad_sft else 'less'} than the pad-trained one",
+          gap_words=f"pad targets cost the pad-ignoring model {'more' if pad_pt >= pad_sft else 'less'} than the "
+          "pad-trained one",
           direction=("improves the with-pad number while worsening real-token NLL, both CIs excluding 0 in every seed"
                      if all(flips) else "does not improve the with-pad number while worsening real-token NLL beyond "
                      "noise in every seed" + (f" (it does in {sum(flips)} of {len(flips)})" if any(flips) else "")),
           a11=a11["paper"].verdict, a11c=a11["corrected"].verdict, q6=q6.verdict,
           q6_words={"yes": "measurably flatters the models that saw them",
-                    "no": "did not measurably flatter the models that saw them"}.get(q6.verdict,
-                                                                                   "had no settled effect"))
+                    "no": "did not measurably flatter the models that saw them"}.get(
+              q6.verdict, "had no settled effect" if q6.outcomes else
+              "could not be tested (no model saw only part of the draw)"))

@@ -406,7 +406,7 @@ rep.table(in_dist, "in_distribution_check").round(4)
 #   of the total. Not reproduced if one of them carries the whole gap in every seed.
 # * **B2** (extension: its looped half uses frozen; the dense half is paper B's) — full application count with one
 #   distinct iteration is realisable only with weight sharing: looped prefix(1) − frozen(1) above 0; dense
-#   prefix(1) − repeat(1) below 0 (layer 0 applied N times is a different, worse model).
+#   prefix(1) − repeat(1) below 0 (applying layer 0 N times is worse than applying it once).
 # * **Q1** — is a substantial part (≥ 20%) of paper A's single-depth gap correctable at the readout? Answered **per
 #   probe** (*yes*: CI lower end ≥ 0.2 on every single-depth model and seed; *no*: every CI upper end < 0.2). The
 #   ledger's answer is that of the probe named before the numbers, `loop/tuned`; the criterion gives paper B's
@@ -500,8 +500,8 @@ rep.prose("Results", "On the single-depth models (mean over both sizes and {n} s
           "is {gap:.3f} nats. The share of it that a readout probe recovers ranges from {share_low:.0%} ({low}) to "
           "{share_high:.0%} ({high}); paper B's probe (head/diagonal) recovers {share_paper_b:.0%} and the pre-named "
           "probe ({headline}) {share_headline:.0%}. On the small "
-          "model, re-adding the first update up to N applications (frozen(1), this project's control) closes "
-          "{app:.3f} of its {tot:.3f}-nat gap. In paper B's negative control the dense model's head/diagonal probe "
+          "model, re-adding the first update up to N applications (frozen(1), this project's control) accounts for "
+          "{app:+.3f} of its {tot:.3f}-nat gap. In paper B's negative control the dense model's head/diagonal probe "
           "recovers {dense_share:.0%} of its near-full truncation gap prefix(L − 1) − prefix(L). After {steps} steps "
           "of continued training the head/diagonal share is {fixed_share:.0%} in the fixed arm and "
           "{sampled_share:.0%} in the sampled arm.",
@@ -511,8 +511,8 @@ rep.prose("Results", "On the single-depth models (mean over both sizes and {n} s
 rep.prose("What this means", "{depends}: {q1_words} (Q1 {q1} by {headline}; paper B's probe alone "
           "answers {paper_answer}). Paper B's conclusion that little of a recurrent model's gap is correctable at the "
           "readout is {b3} with its own probe and {b3c} with {headline}. {writes} the count of writes into the stream "
-          "rather than new computation: frozen(1) closes {frac} of it on the small model (an extension, B1 {b1}). "
-          "Training with sampled depths {b5_words} (B5 {b5}), so the trade-off law of section 04 is {law_words}.",
+          "rather than new computation: frozen(1) accounts for {app:+.3f} of its {tot:.3f} nats on the small model (an "
+          "extension, B1 {b1}). Training with sampled depths {b5_words} (B5 {b5}){law_words}.",
           q1_words={"yes": "with the pre-named probe at least a fifth of the gap is readout",
                     "no": "the pre-named probe recovers less than a fifth",
                     "inconclusive": "the CIs do not settle whether a fifth of it is readout"}[q1.verdict],
@@ -520,8 +520,9 @@ rep.prose("What this means", "{depends}: {q1_words} (Q1 {q1} by {headline}; pape
                    if {"yes", "no"} <= set(q1.outcomes.values()) else "Every readout probe gives the same answer"
                    if len(set(q1.outcomes.values())) == 1 else "No readout probe contradicts another, but not every "
                    "probe settles the question"),
-          q1=q1.verdict, headline=headline, paper_answer=q1.outcomes.get("head/diagonal", "nothing"),
-          b3=judged_b3["paper"].verdict, b3c=judged_b3["corrected"].verdict, frac=f"{app / tot:.0%}" if tot else "n/a",
+          q1=q1.verdict, headline=headline, paper_answer={"seeds disagree": "inconclusive (seeds disagree)"}.get(
+              q1.outcomes.get("head/diagonal", "nothing"), q1.outcomes.get("head/diagonal", "nothing")),
+          b3=judged_b3["paper"].verdict, b3c=judged_b3["corrected"].verdict,
           b1=judged_b1.verdict, b5=judged_b5.verdict,
           writes=("All or nearly all of the gap is" if judged_b1.evidence["single small"][
               "application count carries the whole gap"] else {"above 0": "Part of the gap is",
@@ -533,5 +534,8 @@ rep.prose("What this means", "{depends}: {q1_words} (Q1 {q1} by {headline}; pape
               "every seed" if all(e["sampled"][2] < e["fixed"][1] for k, e in judged_b5.evidence.items()
                                   if k[:1] == "s") else "changes the calibration share by an amount its CIs do not "
               "settle in every seed"),
-          law_words={"reproduced": "at least partly a property of how the readout was trained"}.get(
-              judged_b5.verdict, "not shown here to be a property of readout training"))
+          law_words={"reproduced": ": how the readout is calibrated across depths is set by training, as paper B's "
+                                   "intervention shows; whether that relaxes the trade-off law of section 04 (depth "
+                                   "scaling and free exit of the sampled-depth model) is not judged here"}.get(
+              judged_b5.verdict, "; the trade-off law of section 04 is not shown here to be a property of readout "
+              "training"))

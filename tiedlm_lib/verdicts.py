@@ -615,7 +615,7 @@ def a19(r: Mapping[str, PerSeed], protocol: str, where: str, small: str, large: 
                      "weaker by the same rule",
                      {u: seed_evidence(ps) for u, ps in r.items()}
                      | {f"r({large}) - r({small})": seed_evidence(diffs) | {"interval": [diff_lo, diff_hi]},
-                        "larger size stronger": stronger}, protocol,
+                        "larger size stronger": stronger, "weak at both sizes": weak}, protocol,
                      f"per-seed 95% CIs, {_seeds(_n_seeds(r))}; the size difference over seeds")
 
 

@@ -43,9 +43,9 @@ S = get_scale(scale)
 # %% [markdown]
 # ## Every paper model, built from its layout
 #
-# At V = 23005 the counts must equal the original code's exactly (PROTOCOL §3.4). They differ from each other by one to
-# three parameters: a tied block has one scalar α where a standard layer has two gates, which is what "iso-parameter"
-# means in the paper.
+# At V = 23005 the counts must equal the original code's exactly (PROTOCOL §3.4). The 23M models differ from each
+# other by a handful of parameters (the `params` column): a tied block has one scalar α where a standard layer has two
+# gates, which is what "iso-parameter" means in the paper.
 
 # %%
 VERSIONS = ["v3", "v5", "v9", "v12", "v13", "v14"]
@@ -166,14 +166,17 @@ norms[norms.iteration == S.K].pivot_table(index=["block form", "when"], columns=
 # %%
 rep.fact("n_models", "parameters", "params", agg="count")
 rep.fact("embed_share", "parameters", "embeddings + head share")
+rep.fact("embed_min", "parameters", "embeddings + head share", agg="min")
+rep.fact("embed_max", "parameters", "embeddings + head share", agg="max")
 norm_paper = rep.fact("norm_paper", "state_norms", "norm ratio", {"block form": "paper", "when": "trained",
                                                                   "iteration": S.K})
 norm_res = rep.fact("norm_res", "state_norms", "norm ratio", {"block form": "residual", "when": "trained",
                                                               "iteration": S.K})
 rep.prose("Results", "All {n_models} of the paper's models have exactly the parameter counts of the original code; "
-          "embeddings and the head hold {embed_share:.0%} of the parameters on average. After training, the state "
-          "entering the layers after the loop has {norm_paper:.2f} times its input's norm at k = {K} in the paper's "
-          "block form and {norm_res:.2f} times in the residual form (mean over {n} seed{s}).",
+          "the token embedding, the position table and the head hold {embed_share:.0%} of the parameters on average "
+          "over the {n_models} (from {embed_min:.0%} to {embed_max:.0%}). After training, on this scale's small "
+          "model (v3), the state entering the layers after the loop has {norm_paper:.2f} times its input's norm at "
+          "k = {K} in the paper's block form and {norm_res:.2f} times in the residual form (mean over {n} seed{s}).",
           K=str(S.K), n=str(len(seeds)), s="s" if len(seeds) > 1 else "")
 
 # %%

@@ -520,8 +520,8 @@ rep.prose("What this means", "{depends}: {q1_words} (Q1 {q1} by {headline}; pape
                    if {"yes", "no"} <= set(q1.outcomes.values()) else "Every readout probe gives the same answer"
                    if len(set(q1.outcomes.values())) == 1 else "No readout probe contradicts another, but not every "
                    "probe settles the question"),
-          q1=q1.verdict, headline=headline, paper_answer={"seeds disagree": "inconclusive (seeds disagree)"}.get(
-              q1.outcomes.get("head/diagonal", "nothing"), q1.outcomes.get("head/diagonal", "nothing")),
+          q1=q1.verdict, headline=headline, paper_answer=q1.outcomes.get("head/diagonal", "nothing").replace(
+              "seeds disagree", "inconclusive (seeds disagree)"),
           b3=judged_b3["paper"].verdict, b3c=judged_b3["corrected"].verdict,
           b1=judged_b1.verdict, b5=judged_b5.verdict,
           writes=("All or nearly all of the gap is" if judged_b1.evidence["single small"][

@@ -277,11 +277,28 @@ def test_a18_a19():
         V.a19({"v3": {0: weak}, "v5": {1: weak}}, "paper", "w", "v3", "v5")
 
 
-def test_q6_compares_seen_and_unseen_within_a_draw():
-    check(V.q6({"m": seeds(UP, UP), "n": seeds(NOISE)}, 1.0), "yes", "Q6")
-    check(V.q6({"m": seeds(NOISE, NOISE), "n": seeds(DOWN)}, 1.0), "no")
-    check(V.q6({"m": seeds(UP, DOWN)}, 1.0), "inconclusive")
-    assert V.q6({}, 1.0).verdict == "inconclusive"  # nothing compared is not a "no"
+def test_q6_asks_whether_the_conclusions_change():
+    shift = {"m": seeds(UP, NOISE)}
+    same, tau_hi = {0: ("holds", "holds"), 1: ("neither", "neither")}, {0: 0.9, 1: 0.6}
+    # the level shift alone does not decide: seen sequences scored better (UP) with every conclusion unchanged is a no
+    j = check(V.q6(same, tau_hi, shift), "no", "Q6")
+    assert j.outcomes == {"s0": "unchanged", "s1": "unchanged"}
+    lv = j.evidence["unseen - seen within the train-overlap draw (pooled)"]
+    assert (lv["estimates"], lv["positive"], lv["CI above 0"], lv["CI below 0"]) == (2, 1, 1, 0)
+    assert lv["mean"] == pytest.approx(0.15)
+    assert j.evidence["s0"]["A11 on train-overlap draws"] == "holds"
+    # an A11 outcome that differs between the draws, or rankings that disagree, changes a seed's conclusions
+    check(V.q6({0: ("holds", "contradicted"), 1: ("neither", "holds")}, tau_hi, shift), "yes")
+    check(V.q6(same, {0: 0.2, 1: 0.4}, shift), "yes")
+    j = check(V.q6({0: ("holds", "contradicted"), 1: ("neither", "neither")}, tau_hi, shift), "inconclusive")
+    assert "seeds disagree" in j.basis
+    # τ exactly at the threshold counts as agreement
+    assert V.q6(same, {0: V.Q6_TAU, 1: V.Q6_TAU}, {}).verdict == "no"
+    assert isinstance(V.q6(same, tau_hi, {}).evidence["unseen - seen within the train-overlap draw (pooled)"], str)
+    with pytest.raises(ValueError, match="Q6 needs at least one unit"):
+        V.q6({}, {}, shift)
+    with pytest.raises(ValueError, match="Kendall τ for each seed"):
+        V.q6(same, {0: 0.9}, shift)
 
 
 # --- section 10 ----------------------------------------------------------------------------------------------------

@@ -224,7 +224,7 @@ a11_parts = rep.table(pd.DataFrame([
      or (e["sft_minus_pt_real"][2] < 0 < e["sft_minus_pt_with_pad"][1]), "outcome": e["outcome"]}
     for src, j in (("train-overlap", a11["paper"]), ("heldout", a11["corrected"]))
     for k, e in j.evidence.items() if k[:1] == "s"]), "a11_parts")
-a11_parts
+display(a11_parts.round(3))  # noqa: F821
 
 t_tr = table[table.source == "train-overlap"].sort_values(["seed", "model"])
 t_ho = table[table.source == "heldout"].sort_values(["seed", "model"])

@@ -288,10 +288,16 @@ def test_q6_asks_whether_the_conclusions_change():
     assert lv["mean"] == pytest.approx(0.15)
     assert j.evidence["s0"]["A11 on train-overlap draws"] == "holds"
     # an A11 outcome that differs between the draws, or rankings that disagree, changes a seed's conclusions
-    check(V.q6({0: ("holds", "contradicted"), 1: ("neither", "holds")}, tau_hi, shift), "yes")
+    check(V.q6({0: ("holds", "contradicted"), 1: ("contradicted", "holds")}, tau_hi, shift), "yes")
     check(V.q6(same, {0: 0.2, 1: 0.4}, shift), "yes")
     j = check(V.q6({0: ("holds", "contradicted"), 1: ("neither", "neither")}, tau_hi, shift), "inconclusive")
     assert "seeds disagree" in j.basis
+    # a CI that straddles 0 on one draw only is no evidence of a change: that seed is undetermined
+    j = check(V.q6({0: ("holds", "neither"), 1: ("neither", "neither")}, tau_hi, shift), "inconclusive")
+    assert j.outcomes == {"s0": "undetermined", "s1": "unchanged"} and "undetermined" in j.basis
+    assert V.q6({0: ("holds", "neither")}, {0: 0.1}, shift).outcomes == {"s0": "changed"}  # the rankings disagree
+    with pytest.raises(ValueError, match="finite Kendall"):
+        V.q6(same, {0: float("nan"), 1: 0.9}, shift)
     # τ exactly at the threshold counts as agreement
     assert V.q6(same, {0: V.Q6_TAU, 1: V.Q6_TAU}, {}).verdict == "no"
     assert isinstance(V.q6(same, tau_hi, {}).evidence["unseen - seen within the train-overlap draw (pooled)"], str)

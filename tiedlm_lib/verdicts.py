@@ -446,13 +446,25 @@ def a11(per_seed: Mapping[int, Mapping[str, Any]], protocol: str, where: str) ->
 Q6_TAU = 0.5  # the two draws' real-token rankings "agree" at Kendall τ ≥ this (A11's own threshold for a reversal)
 
 
+def _q6_seed(train_overlap: str, heldout: str, tau: float) -> str:
+    """One seed's Q6 outcome: "changed" when the rankings disagree or A11 is decided one way on one draw and the other
+    way on the other; "unchanged" when the rankings agree and A11's outcome is the same on both; "undetermined" when
+    one draw decides A11 and the other does not ("neither": a CI that straddles 0 is no evidence of a change)."""
+    if tau < Q6_TAU or {train_overlap, heldout} == {"holds", "contradicted"}:
+        return "changed"
+    return "unchanged" if train_overlap == heldout else "undetermined"
+
+
 def q6(a11_by_draw: Mapping[int, tuple[str, str]], draw_tau: Mapping[int, float],
        unseen_minus_seen: Mapping[str, PerSeed]) -> Judgement:
     """Does evaluating on training sequences change the benchmark's conclusions? Per seed, the conclusions are A11's
     per-seed outcome and the real-token ranking of the cast. They change in a seed when A11's outcome on the
     train-overlap draws differs from its outcome on held-out draws, or when the two draws rank the models
-    differently (Kendall τ between the draws' real-token NLLs below ``Q6_TAU``). yes: they change in every seed; no:
-    they change in none; seeds that split are inconclusive.
+    differently (Kendall τ between the draws' real-token NLLs below ``Q6_TAU``); they are unchanged when the rankings
+    agree and A11's outcome is the same on both; a seed where one draw decides A11 and the other does not is
+    undetermined. yes: changed in every seed; no: unchanged in every seed; otherwise inconclusive. The claim names
+    A11–A14; A12–A14 are judged on held-out documents only (sections 06 and 08), so the conclusions this compares are
+    A11's and the cast's real-token ranking — the ones section 05 computes on both draws.
 
     The level shift — within the train-overlap draw, real-token NLL of sequences a model did not see minus those it
     saw — is evidence beside the answer, pooled over models and seeds (how many estimates are positive, how many CIs
@@ -462,8 +474,10 @@ def q6(a11_by_draw: Mapping[int, tuple[str, str]], draw_tau: Mapping[int, float]
     seeds_ = _units("Q6", dict(a11_by_draw), "seeds with A11 outcomes on both draws")
     if set(draw_tau) != set(seeds_):
         raise ValueError(f"Q6 needs a draw-vs-draw Kendall τ for each seed {sorted(seeds_)}, got {sorted(draw_tau)}")
-    per_seed = {s: "changed" if (tr != ho or draw_tau[s] < Q6_TAU) else "unchanged"
-                for s, (tr, ho) in seeds_.items()}
+    bad = {s: t for s, t in draw_tau.items() if not math.isfinite(t)}
+    if bad:
+        raise ValueError(f"Q6 needs a finite Kendall τ per seed (a ranking of all-tied values has none), got {bad}")
+    per_seed = {s: _q6_seed(tr, ho, draw_tau[s]) for s, (tr, ho) in seeds_.items()}
     outs = set(per_seed.values())
     a = answer(outs == {"changed"}, outs == {"unchanged"})
     ests = [e for ps in unseen_minus_seen.values() for e in ps.values()]
@@ -476,11 +490,14 @@ def q6(a11_by_draw: Mapping[int, tuple[str, str]], draw_tau: Mapping[int, float]
           for s, (tr, ho) in seeds_.items()}
     ev["unseen - seen within the train-overlap draw (pooled)"] = level
     ev |= {u: seed_evidence(ps) for u, ps in unseen_minus_seen.items()}
-    basis = f"per-seed conclusions, {_seeds(len(seeds_))}" + ("; seeds disagree" if len(outs) > 1 else "")
-    return Judgement("Q6", a, "per seed, the conclusions change if A11's outcome on train-overlap draws differs from "
-                     f"its outcome on held-out draws or the draws' real-token rankings have Kendall τ < {Q6_TAU}: yes "
-                     "if they change in every seed, no if in none; the level shift unseen − seen within the "
-                     "train-overlap draw is reported beside it (pooled)", ev, "both", basis,
+    basis = (f"per-seed conclusions, {_seeds(len(seeds_))}" + ("; seeds disagree" if {"changed", "unchanged"} <= outs
+                                                              else "")
+             + ("; undetermined in some seeds (A11 decided on one draw only)" if "undetermined" in outs else ""))
+    return Judgement("Q6", a, "per seed, the conclusions (A11's outcome, the cast's real-token ranking) change if the "
+                     f"draws' real-token rankings have Kendall τ < {Q6_TAU} or A11 holds on one draw and is "
+                     "contradicted on the other, and are unchanged if the rankings agree and A11's outcome is the same "
+                     "on both: yes if changed in every seed, no if unchanged in every seed; the level shift unseen − "
+                     "seen within the train-overlap draw is reported beside it (pooled)", ev, "both", basis,
                      {f"s{s}": o for s, o in per_seed.items()})
 
 

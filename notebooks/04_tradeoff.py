@@ -449,13 +449,13 @@ rep.prose("What this means", "Post-hoc exit on a single-depth model is {a4_words
                                          "{share_paper:.0%} in the paper" if has_share else "") + ". Mean "
           "max-prob saturates at a shallower depth than NLL in {n_sat} of {n5_cells} size × seed cells (A5 {a5}). "
           "Exit at k = 1 from a multi-depth model costs {cost_small_multi:.3f} (small) and {cost_large_multi:.3f} "
-          "(large) nats against its best depth, margin {m6_small:.3g} and {m6_large:.3g}: {free} (A6 {a6}{a6_alone}). "
+          "(large) nats against its best depth, margin {m6_small:.2g} and {m6_large:.2g}: {free} (A6 {a6}{a6_alone}). "
           "Its best NLL is worse than the single-depth model's (CI above 0) in {n8_pos} of {n8_cells} cells (best "
           "multi − best single from {c8_min:+.3f} to {c8_max:+.3f} nats) and within the margin (CI below it) in "
           "{n8_ok}: {ceiling} (A8 "
           "{a8}{a8_alone}). Across models, the multi-depth model exited at k = 1 is worse than the single-depth model "
-          "at k = {K} (CI above 0) in {n7_pos} of {n7_cells} cells and beyond the margin ({m7_small:.3g} and "
-          "{m7_large:.3g} nats) in {n7_margin}: {law_words} (A7 {a7}{a7_alone}). Section 10 asks how much of the "
+          "at k = {K} (CI above 0) in {n7_pos} of {n7_cells} cells and beyond the margin ({m7_small:.2g} and "
+          "{m7_large:.2g} nats) in {n7_margin}: {law_words} (A7 {a7}{a7_alone}). Section 10 asks how much of the "
           "single-depth model's depth gap a readout probe recovers.",
           law_words={"reproduced": "exiting the multi-depth model at k = 1 costs the quality that running the "
                                    "single-depth model to full depth buys, at both sizes",
@@ -469,11 +469,11 @@ rep.prose("What this means", "Post-hoc exit on a single-depth model is {a4_words
               a4["corrected"].verdict, "not settled against uniform depth"),
           free={"reproduced": "free within the margin in every seed",
                 "not reproduced": "costlier than the margin in every seed at some size"}.get(
-              a6.verdict, "not shown to be free within the margin (CIs that straddle it, or seeds on both sides)"),
+              a6.verdict, "not shown to be free within the margin: CIs straddle it, or seeds fall on both sides"),
           a6=a6.verdict, a7=a7.verdict, a6_alone=alone(a6), a7_alone=alone(a7), a8_alone=alone(a8),
           ceiling={"reproduced": "multi-depth supervision does not lower the ceiling beyond the margin",
                    "not reproduced": "at some size multi-depth supervision lowers the ceiling beyond the margin in "
                                      "every seed"}.get(
               a8.verdict, "whether it lowers the ceiling by more than the margin is not settled"
-              + (", though the multi-depth best NLL is worse in every cell (point estimates)" if c8_min > 0 else "")),
+              + (", though the multi-depth best NLL is worse in every cell" if c8_min > 0 else "")),
           a8=a8.verdict)

@@ -270,10 +270,9 @@ rep.prose("Results", "On held-out draws {pad_ho:.0%} of the suffix benchmark's t
           "that ignored pad in training scores {pad_nll_pt:.1f} nats on those targets, the same model after SFT on "
           "pad targets {pad_nll_sft:.2f}. SFT changes the with-pad number by {d_pad:+.3f} nats and the real-token one "
           "by {d_real:+.3f}; the with-pad and real-token rankings of the cast are related by Kendall τ = {tau_ho:.2f} "
-          "(train-overlap draws: {tau_tr:.2f}). "
-          + ("Within the train-overlap draw, sequences a model did not see in training score {shift:+.3f} nats "
-             "against those it saw (mean over models and seeds)." if shift_mean == shift_mean else
-             "No model saw only part of the train-overlap draw, so seen and unseen sequences were not compared."))
+          "(train-overlap draws: {tau_tr:.2f})."
+          + ("" if shift_mean == shift_mean else
+             " No model saw only part of the train-overlap draw, so seen and unseen sequences were not compared."))
 
 # %%
 for src, tag in (("heldout", "ho"), ("train-overlap", "tr")):
@@ -286,10 +285,11 @@ if len(seen_table):
     n_shift = rep.fact("n_shift", "seen_vs_unseen", "unseen - seen", agg="count")
     n_pos = rep.fact("n_pos", "seen_vs_unseen", "positive", agg="sum")
     n_above = rep.fact("n_above", "seen_vs_unseen", "CI above 0", agg="sum")
-    lead = ("seen sequences score better in every estimate, " if n_above == n_shift else
-            "every point estimate says seen sequences score better, " if n_pos == n_shift else "")
-    level = (" Within the train-overlap draw, " + lead + "unseen − seen real-token NLL is positive in {n_pos} of "
-             "{n_shift} model × seed estimates (mean {shift:+.3f} nats), with its CI above 0 in {n_above}.")
+    lead = ("seen sequences score better in every estimate: " if n_above == n_shift else
+            "every point estimate says seen sequences score better: " if n_pos == n_shift else "")
+    level = (" Within the train-overlap draw, " + lead + "the real-token NLL of the sequences a model did not see "
+             "minus those it saw is positive in {n_pos} of {n_shift} model × seed estimates (mean {shift:+.3f} "
+             "nats), with its CI above 0 in {n_above}.")
 rep.prose("What this means", "On held-out draws (the corrected protocol) pads carry most of the with-pad number of "
           "every pad-ignoring pre-trained model in {n_share_ho} of {n_seeds} seeds, SFT on pad targets flips the "
           "sign of its change between the two metrics (both CIs excluding 0) in {n_flip_ho}, and the with-pad and "

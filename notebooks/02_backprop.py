@@ -228,8 +228,8 @@ rep.prose("What this means", "The phantom gradient's saving in memory and time i
           + f", against the paper's {paper_mem:.2f} for memory and {paper_time:.2f} for time", a9=a9.verdict,
           cost_words=(lambda m: {"non-inferior": f"within the {m}-nat margin of “costs little” in every seed",
                                  "inferior": f"above the {m}-nat margin of “costs little” in every seed"}.get(
-              a9.evidence["short-run outcome"], f"not settled against the {m}-nat margin of “costs little” (a seed's "
-              "CI straddles it, or seeds disagree)"))(f"{verdicts.A9_SHORT_MARGIN:g}"),
+              a9.evidence["short-run outcome"], f"not settled against the {m}-nat margin of “costs little”: a seed's "
+              "CI straddles it, or seeds disagree"))(f"{verdicts.A9_SHORT_MARGIN:g}"),
           grows="grows (mean over seeds)" if grows else "does not grow (mean over seeds)", a10=a10.verdict,
           horizon={"reproduced": "so an approximate gradient has to be validated on the full training horizon",
                    "not reproduced": "and at the long horizon it does not underfit full backprop in every seed here"

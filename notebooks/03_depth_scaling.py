@@ -263,7 +263,7 @@ rep.prose("What this means", "Depth scaling under single-depth training is {a1} 
           a1=judged["A1", "corrected"].verdict, a1p=judged["A1", "paper"].verdict, a2=judged["A2", "corrected"].verdict,
           better={"reproduced": "better", "not reproduced": "not better"}.get(judged["A2", "corrected"].verdict,
                                                                                "not clearly better"),
-          res_words="keeps a depth gap at every size, every seed's CI above 0," if all(
+          res_words="keeps a depth gap at every size, every seed's CI above 0" if all(
               o == "above 0" for o in judged["Q3"].outcomes.values()) else "does not keep a depth gap whose CI is "
           "above 0 in every seed at every size",
           q3=judged["Q3"].verdict, drives={"yes": "drives", "no": "does not drive"}.get(judged["Q3"].verdict,

@@ -77,7 +77,7 @@ REPORTED: dict[str, str] = {
     "A19": 'r = 0.27 (7M), 0.385 (23M), 0.269 (v7)',
     "A20": 'qualitative',
     "A21": 'table in §5',
-    "B3": 'Huginn 0.5% (scalar T) / 5.8% (affine); dense models 14–75% (affine)',
+    "B3": 'Huginn 0.5% (scalar T) / 5.8% (affine); dense models 47–75% (affine), 0–39% (scalar T)',
 }
 
 CLAIM_VERDICTS = ("reproduced", "not reproduced", "inconclusive", "not testable")

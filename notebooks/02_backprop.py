@@ -217,6 +217,7 @@ rep.prose("Results", "At the deepest benchmarked depth (k = {k}) the paper's pha
 grows, saves = a10.evidence["grows with the horizon"], a9.evidence["saves memory and time"]  # the criteria's own
 paper_mem = reported_value("memtest.phantom.peak_gb") / reported_value("memtest.full.peak_gb")  # 3.50 / 6.45
 paper_time = reported_value("steptime.v7") / reported_value("steptime.v5")  # 69 / 143 ms, the 23M runs' logged steps
+a9_margin = f"the {verdicts.A9_SHORT_MARGIN:g}-nat margin of “costs little”"
 rep.prose("What this means", "The phantom gradient's saving in memory and time is {saving}; its short-run cost, "
           "{short:+.3f} nats (mean over seeds), is {cost_words} (A9 {a9}). Its gap to "
           "full backprop {grows} from the short to the long run (A10 {a10}), {horizon}. Shallow depths of the long "
@@ -226,10 +227,10 @@ rep.prose("What this means", "The phantom gradient's saving in memory and time i
           saving=(f"within the criterion's bound of {verdicts.A9_RATIO:g} of full backprop" if saves else
                   f"short of the criterion's bound of {verdicts.A9_RATIO:g} of full backprop")
           + f", against the paper's {paper_mem:.2f} for memory and {paper_time:.2f} for time", a9=a9.verdict,
-          cost_words=(lambda m: {"non-inferior": f"within the {m}-nat margin of “costs little” in every seed",
-                                 "inferior": f"above the {m}-nat margin of “costs little” in every seed"}.get(
-              a9.evidence["short-run outcome"], f"not settled against the {m}-nat margin of “costs little”: a seed's "
-              "CI straddles it, or seeds disagree"))(f"{verdicts.A9_SHORT_MARGIN:g}"),
+          cost_words={"non-inferior": f"within {a9_margin} in every seed",
+                      "inferior": f"above {a9_margin} in every seed"}.get(
+              a9.evidence["short-run outcome"], f"not settled against {a9_margin}: a seed's CI straddles it, or seeds "
+              "disagree"),
           grows="grows (mean over seeds)" if grows else "does not grow (mean over seeds)", a10=a10.verdict,
           horizon={"reproduced": "so an approximate gradient has to be validated on the full training horizon",
                    "not reproduced": "and at the long horizon it does not underfit full backprop in every seed here"

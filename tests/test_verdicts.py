@@ -323,6 +323,11 @@ def test_b1_b2():
     # frozen(k) is this project's control: B1, B2 and B6 are recorded as extensions
     assert V.b1({"m": seeds(UP)}, {"m": seeds(UP)}, {"m": seeds(TOT)}).protocol == "extension"
     assert V.b2({"m": seeds(UP)}, seeds(DOWN)).protocol == "extension"
+    # paper B's own repeat(1) control, on a multi-loop layout: protocol "paper", the control named in the criterion
+    j = check(V.b2({"three loops": seeds(DOWN)}, seeds(DOWN), control="repeat"), "not reproduced")
+    assert j.protocol == "paper" and "prefix(1) - repeat(1) above 0" in j.criterion and "frozen" not in j.criterion
+    with pytest.raises(ValueError, match="control must be"):
+        V.b2({"m": seeds(UP)}, seeds(DOWN), control="suffix")
     terms = {n: seeds(E(0.25, 0.2, 0.3)) for n in ("application count", "distinct depth", "block composition",
                                                   "calibration")}
     assert V.b6({"m": terms | {"total": seeds(E(0.75, 0.7, 0.8))}}).protocol == "extension"
@@ -352,6 +357,15 @@ def test_b3_b4():
     check(V.b3({"m": seeds(E(0.05, 0.0, 0.1))}, dense, "head/diagonal", "paper"), "reproduced", "B3")
     check(V.b3({"m": seeds(E(0.5, 0.3, 0.6))}, dense, "loop/tuned", "corrected"), "not reproduced")
     check(V.b3({"m": seeds(E(0.15, 0.1, 0.25))}, dense, "head/diagonal", "paper"), "inconclusive")
+    # seeds are paired: each looped seed against the same seed's dense share (an unpaired minimum would fail this)
+    looped, dense2 = seeds(E(0.05, 0.0, 0.08), E(0.15, 0.12, 0.18)), seeds(E(0.3, 0.1, 0.5), E(0.5, 0.3, 0.6))
+    j = check(V.b3({"m": looped}, dense2, "loop/tuned", "corrected", "prefix(1) - prefix(L)"), "reproduced")
+    assert "prefix(1) - prefix(L)" in j.criterion and j.evidence["m"]["per seed"] == {"s0": "holds", "s1": "holds"}
+    # small but above the dense share in every seed: "unlike dense models" fails
+    check(V.b3({"m": seeds(E(0.15, 0.12, 0.18))}, seeds(E(0.05, 0.0, 0.1)), "head/diagonal", "paper"),
+          "not reproduced")
+    with pytest.raises(ValueError, match="pairs seeds"):
+        V.b3({"m": seeds(E(0.1, 0, 0.1), E(0.1, 0, 0.1))}, seeds(E(0.5, 0.4, 0.6)), "head/diagonal", "paper")
     check(V.b4(dense, 4, 5), "reproduced", "B4")
     check(V.b4(seeds(E(0.05, 0.0, 0.1)), 4, 5), "not reproduced")
     check(V.b4(seeds(E(0.2, 0.1, 0.3)), 4, 5), "inconclusive")
@@ -372,6 +386,10 @@ def test_b6_can_fail_and_checks_the_telescoping_sum():
     check(V.b6(terms(E(0.5, 0.4, 0.6), E(0.3, 0.2, 0.4), E(0.2, 0.1, 0.3), E(0.1, 0.05, 0.15))), "reproduced", "B6")
     check(V.b6(terms(E(0.98, 0.9, 1.1), E(0.01, -0.1, 0.1), E(0.01, -0.1, 0.1), NOISE)), "not reproduced")
     check(V.b6(terms(E(0.5, 0.4, 0.6), E(0.5, -0.1, 0.9), E(0.0, -0.1, 0.1), NOISE)), "inconclusive")
+    # B1's premise (application count and calibration above 0, neither the whole gap) does not decide B6: with no
+    # second schedule term excluding 0 it is inconclusive
+    j = check(V.b6(terms(E(0.5, 0.4, 0.6), E(0.3, -0.1, 0.7), E(0.2, -0.2, 0.6), E(0.4, 0.3, 0.5))), "inconclusive")
+    assert "calibration" in j.evidence["m"] and j.outcomes["m"].startswith("1 of 3")
     bad = terms(E(0.5, 0.4, 0.6), E(0.3, 0.2, 0.4), E(0.2, 0.1, 0.3), NOISE)
     bad["m"]["total"] = seeds(E(2.0, 1.9, 2.1))
     with pytest.raises(ValueError, match="do not telescope"):

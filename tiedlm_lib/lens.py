@@ -187,24 +187,31 @@ class Probe(nn.Module):
         return float(self.log_t.detach().exp()) if self.form == "temperature" else 1.0
 
 
-def _objective(probe: Probe, readout: Readout, s: States) -> torch.Tensor:
-    """Mean over real targets of the CE (or, for the tuned form, the KL to the full-depth distribution)."""
+@torch.no_grad()
+def _target(readout: Readout, s: States) -> torch.Tensor:
+    """The tuned form's target: the full-depth log-distribution at the real targets (fixed while a probe is fitted)."""
+    return F.log_softmax(readout.head(s.target_h)[s.y != PAD_ID].float(), -1)
+
+
+def _objective(probe: Probe, readout: Readout, s: States, target: torch.Tensor | None = None) -> torch.Tensor:
+    """Mean over real targets of the CE (or, for the tuned form, the KL to the full-depth distribution; ``target``:
+    that distribution precomputed by ``_target``, which L-BFGS would otherwise recompute at every evaluation)."""
     real = s.y != PAD_ID
     logits = probe.logits(readout, s.x)[real].float()
     if probe.form != "tuned":
         return F.cross_entropy(logits, s.y[real])
-    with torch.no_grad():
-        target = F.log_softmax(readout.head(s.target_h)[real].float(), -1)
+    target = _target(readout, s) if target is None else target
     return F.kl_div(F.log_softmax(logits, -1), target, log_target=True, reduction="batchmean")
 
 
 def _lbfgs_fit(probe: Probe, readout: Readout, s: States, lam: float, iters: int) -> Probe:
     opt = torch.optim.LBFGS(list(probe.parameters()), lr=1.0, max_iter=iters, line_search_fn="strong_wolfe",
                             tolerance_grad=1e-9, tolerance_change=1e-12)
+    target = _target(readout, s) if probe.form == "tuned" else None
 
     def closure():
         opt.zero_grad()
-        loss = _objective(probe, readout, s) + lam * probe.penalty()
+        loss = _objective(probe, readout, s, target) + lam * probe.penalty()
         loss.backward()
         return loss
 
@@ -361,8 +368,8 @@ def _share_terms(raw_min, raw_max, cal_min, cal_max):
 
 
 def calibration_share(model, spec: ProbeSpec, cal: tuple[States, States], ev: tuple[States, States],
-                      n_refit: int = 10, n_boot: int = 2000, seed: int = 0, level: float = 0.95, **fit_kw
-                      ) -> tuple[dict[str, Estimate], tuple[FittedProbe, FittedProbe]]:
+                      n_refit: int = 10, n_boot: int = 2000, seed: int = 0, level: float = 0.95, centre: bool = True,
+                      **fit_kw) -> tuple[dict[str, Estimate], tuple[FittedProbe, FittedProbe]]:
     """The share of the gap NLL(k_min) − NLL(k_max) that ``spec`` recovers, each depth with its own probe (as paper
     B), from calibration and evaluation states at (k_min, k_max). The CI includes the fit's own uncertainty:
     replicate i resamples the evaluation documents and uses probes refitted on the i-th of ``n_refit`` bootstrap
@@ -370,9 +377,13 @@ def calibration_share(model, spec: ProbeSpec, cal: tuple[States, States], ev: tu
     keeps the λ the full calibration set chose (the uncertainty of the map given its ridge, not of the λ search;
     this makes a refit one fit instead of a grid search).
 
-    With refits, ``"refit shift"`` is the refitted shares minus the point (mean [min, max]). A resample holds about
-    63% distinct documents, so a data-starved probe recovers less when refitted: a clearly negative shift puts the
-    interval below the point, and the data curve tells how much more calibration data would give."""
+    The interval is **centred**: a bootstrap resample of the calibration documents holds about 63% distinct
+    documents, so a data-starved probe refitted on it recovers systematically less than the fit on all of them (the
+    data curve shows how much), and an interval made of raw refits would sit below its own point. Each replicate
+    therefore has the refits' *mean* shift removed (per term): the refits contribute their spread around each other —
+    the fit's uncertainty — but not the bias of fitting on fewer distinct documents. ``"refit shift"`` reports that
+    removed bias (the refitted shares minus the point on every evaluation document: mean [min, max]), so a reader
+    sees it beside the interval (``centre=False``: the raw refits' interval, for comparison)."""
     readout = Readout(model, spec.placement)
     fits = tuple(fit_probe(readout, c, spec, seed=seed, **fit_kw) for c in cal)
     raw = [probe_nll(readout, e) for e in ev]
@@ -391,19 +402,22 @@ def calibration_share(model, spec: ProbeSpec, cal: tuple[States, States], ev: tu
                        for c, e, f in zip(cal, ev, fits)])
     idx = bootstrap_indices(len(raw[0].doc_index), n_boot, seed)
     est = _share_terms(*(np.float64(value(s)) for s in (*raw, *point)))
+    # each refit's terms on every evaluation document, relative to the point's: the bias the centring removes
+    shifts = [{k: float(v - est[k]) for k, v in _share_terms(*(np.float64(value(s)) for s in (*raw, *r))).items()}
+              for r in refits]
+    bias = {k: float(np.mean([sh[k] for sh in shifts])) if shifts and centre else 0.0 for k in est}
     reps = {k: np.empty(n_boot) for k in est}
     for i in range(n_boot):
         cal_i = refits[i % n_refit] if n_refit else point
         one = _share_terms(*(replicates(s, idx[i:i + 1])[0] for s in (*raw, *cal_i)))
         for k, v in one.items():
-            reps[k][i] = v
+            reps[k][i] = v - bias[k]
     q = (1 - level) / 2
     out = {k: Estimate(float(est[k]), float(np.nanquantile(reps[k], q)), float(np.nanquantile(reps[k], 1 - q)),
                        level) for k in est}
-    if n_refit:  # each refit's share on every evaluation document, relative to the point's
-        shifts = [float(_share_terms(*(np.float64(value(s)) for s in (*raw, *r)))["calibration share"]
-                        - est["calibration share"]) for r in refits]
-        out["refit shift"] = Estimate(float(np.mean(shifts)), min(shifts), max(shifts), 1.0)
+    if n_refit:
+        sh = [x["calibration share"] for x in shifts]
+        out["refit shift"] = Estimate(float(np.mean(sh)), min(sh), max(sh), 1.0)
     return out, fits
 
 
@@ -434,7 +448,8 @@ def share_by_probe(model, cal_batches, eval_batches, k_min: int, k_max: int | No
                    probes: Sequence[ProbeSpec] | None = None, schedule: str = "prefix", n_refit: int = 10,
                    n_boot: int = 2000, seed: int = 0, **fit_kw) -> list[dict]:
     """The calibration share of the gap NLL(k_min) − NLL(k_max) under ``schedule`` for every probe (placement ×
-    form), one row each: the share with a CI that includes refits, the raw and remaining gaps, the λ each depth's
+    form), one row each: the share with a CI that includes refits (centred: see ``calibration_share``; the removed
+    refit shift is reported), the raw and remaining gaps, the λ each depth's
     probe chose (and whether at the grid's edge), the calibration tokens and the L-BFGS iteration count.
     ``cal_batches`` / ``eval_batches`` are factories of batches over disjoint documents."""
     layout = model.config.layout
@@ -458,5 +473,7 @@ def share_by_probe(model, cal_batches, eval_batches, k_min: int, k_max: int | No
                      "T k_min": fits[0].temperature, "T k_max": fits[1].temperature,
                      "lambda k_min": fits[0].lam, "lambda k_max": fits[1].lam,
                      "lambda at edge": fits[0].lam_at_edge or fits[1].lam_at_edge,
-                     "calibration tokens": fits[0].n_tokens, "lbfgs iterations": fits[0].iters, "refits": n_refit})
+                     "calibration tokens": fits[0].n_tokens, "lbfgs iterations": fits[0].iters, "refits": n_refit,
+                     **({"refit shift": est["refit shift"].point, "refit shift min": est["refit shift"].lo,
+                         "refit shift max": est["refit shift"].hi} if n_refit else {})})
     return rows

@@ -566,7 +566,8 @@ rep.prose("Results", "On the single-depth models (mean over both sizes and {n} s
           "is {gap:.3f} nats. The share of it that a readout probe recovers ranges from {share_low:.0%} ({low}) to "
           "{share_high:.0%} ({high}); paper B's probe (head/diagonal) recovers {share_paper_b:.0%} and the pre-named "
           "probe ({headline}) {share_headline:.0%}; its refits on resampled calibration documents move the share by "
-          "{shift:+.1%} on average, the cost of fewer distinct documents (the interval is centred on the point). The data curve: at its largest calibration set ({curve_tokens:,.0f} tokens) {rising} "
+          "{shift:+.1%} on average, the cost of fewer distinct documents (the interval is centred on the point). "
+          "The data curve: at its largest calibration set ({curve_tokens:,.0f} tokens) {rising} "
           "still gain more than {rising_pts} points of share per step — {rising_words} — while {flat} have levelled "
           "off. On the small model, re-adding the first update up to N applications (frozen(1), this project's "
           "control) accounts for {app:+.3f} of its {tot:.3f}-nat gap; it raises the norm of the state entering the "
@@ -593,14 +594,16 @@ rep.prose("What this means", "{q1_sentence} (Q1 {q1} by {headline}; paper B's pr
           "the negative control (B4 {b4}) {b4_words}. These models were trained at one depth, whereas paper B's "
           "recurrent model was trained with sampled depth, so B3 here concerns fixed-depth looped models. {writes} "
           "the count of writes into the stream rather than new computation: frozen(1) accounts for {app:+.3f} of the "
-          "small model's {tot:.3f} nats (an extension, B1 {b1}){scale_words}. The readout share and the application-count term measure the same gap from two sides — a probe "
+          "small model's {tot:.3f} nats (an extension, B1 {b1}){scale_words}. The readout share and the "
+          "application-count term measure the same gap from two sides — a probe "
           "and a schedule — so they overlap and need not sum to at most the whole. Training with sampled depths "
           "{b5_words} (B5 {b5}){law_words}.",
           q1_sentence=(
               f"How much of paper A's depth gap a probe finds correctable at the readout grows with what the probe "
               f"can express, and a probe's share is a lower bound on what is correctable: {listed(yes_p)} find at "
               f"least a fifth, so at least a fifth of the gap is readout; {listed(no_p)} "
-              f"{'answers' if len(no_p) == 1 else 'answer'} no, which says only that {'it does' if len(no_p) == 1 else 'they do'} "
+              f"{'answers' if len(no_p) == 1 else 'answer'} no, which says only that "
+              f"{'it does' if len(no_p) == 1 else 'they do'} "
               f"not find it" if yes_p and no_p else
               "Every probe finds at least a fifth of paper A's depth gap correctable at the readout" if yes_p and
               len(yes_p) == len(q1.outcomes) else

@@ -496,16 +496,15 @@ neg = rep.table(pd.DataFrame(neg_rows), "negative_control")
 dense_share = {(gap, p): {int(r["seed"]): Estimate(r["share"], r["share lo"], r["share hi"])
                           for _, r in neg[(neg.probe == p) & (neg["dense gap"] == gap)].iterrows()}
                for gap in DENSE_GAPS for p in ("head/diagonal", headline)}
-b3_all = {(p, gap): verdicts.b3(shares[p], dense_share[gap, p], p, "paper" if (p, gap) == (
-    "head/diagonal", "near-full") else "corrected", DENSE_GAPS[gap][1]) for p in ("head/diagonal", headline)
-    for gap in DENSE_GAPS}
+LEDGER_B3 = {("head/diagonal", "near-full"): "paper", (headline, "matched"): "corrected"}  # the two recorded
+b3_all = {(p, gap): verdicts.b3(shares[p], dense_share[gap, p], p, LEDGER_B3.get((p, gap), "corrected"),
+                                DENSE_GAPS[gap][1]) for p in ("head/diagonal", headline) for gap in DENSE_GAPS}
 b3_choices = rep.table(pd.DataFrame([
-    {"probe": p, "dense gap": DENSE_GAPS[gap][1], "verdict": j.verdict, "in the ledger": {
-        ("head/diagonal", "near-full"): "paper", (headline, "matched"): "corrected"}.get((p, gap), "no"),
+    {"probe": p, "dense gap": DENSE_GAPS[gap][1], "verdict": j.verdict, "in the ledger": LEDGER_B3.get((p, gap), "no"),
      "looped share (mean)": float(np.mean([e.point for ps in shares[p].values() for e in ps.values()])),
      "dense share (mean)": float(np.mean([e.point for e in dense_share[gap, p].values()]))}
     for (p, gap), j in b3_all.items()]), "b3_choices")
-judged_b3 = {"paper": b3_all["head/diagonal", "near-full"], "corrected": b3_all[headline, "matched"]}
+judged_b3 = {protocol: b3_all[key] for key, protocol in LEDGER_B3.items()}
 for j in judged_b3.values():
     rep.judge(j)
 judged_b4 = verdicts.b4(dense_share["near-full", "head/diagonal"], L_dense - 1, L_dense)

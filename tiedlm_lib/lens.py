@@ -401,10 +401,12 @@ def calibration_share(model, spec: ProbeSpec, cal: tuple[States, States], ev: tu
                                                        **(fit_kw | {"lam": f.lam} if f.lam is not None else fit_kw)))
                        for c, e, f in zip(cal, ev, fits)])
     idx = bootstrap_indices(len(raw[0].doc_index), n_boot, seed)
-    est = _share_terms(*(np.float64(value(s)) for s in (*raw, *point)))
+    def on_every_document(cal_nll):
+        return _share_terms(*(np.float64(value(s)) for s in (*raw, *cal_nll)))
+
+    est = on_every_document(point)
     # each refit's terms on every evaluation document, relative to the point's: the bias the centring removes
-    shifts = [{k: float(v - est[k]) for k, v in _share_terms(*(np.float64(value(s)) for s in (*raw, *r))).items()}
-              for r in refits]
+    shifts = [{k: float(v - est[k]) for k, v in on_every_document(r).items()} for r in refits]
     bias = {k: float(np.mean([sh[k] for sh in shifts])) if shifts and centre else 0.0 for k in est}
     reps = {k: np.empty(n_boot) for k in est}
     for i in range(n_boot):

@@ -23,6 +23,7 @@ from tiedlm_lib.lens import (
     collect_states,
     data_curve,
     fit_probe,
+    paired_share_difference,
     probe_nll,
     share_by_probe,
 )
@@ -282,5 +283,51 @@ def test_the_share_interval_is_centred_on_the_point_when_refits_are_data_starved
     assert share.lo == pytest.approx(raw["calibration share"].lo - shift.point)
     assert share.hi == pytest.approx(raw["calibration share"].hi - shift.point)
     assert share.lo <= share.point <= share.hi
+    # each call also returns the other interval, and the two calls agree on both
+    assert est["calibration share uncentred"].lo == pytest.approx(raw["calibration share"].lo)
+    assert est["calibration share uncentred"].hi == pytest.approx(raw["calibration share"].hi)
+    assert raw["calibration share centred"].lo == pytest.approx(share.lo)
+    assert raw["calibration share centred"].hi == pytest.approx(share.hi)
     # the nats recovered are centred the same way; the raw gap does not depend on the fit and is unmoved
     assert est["calibration"].lo > raw["calibration"].lo and est["total"] == raw["total"]
+
+
+def test_a_paired_share_difference_uses_the_shared_resample(setup):
+    """Two probes on the same evaluation documents and resample: the paired CI of their difference is the quantile
+    of the replicate-wise differences (recomputed here from the per-document NLL sums with the same resample), it
+    holds the point difference, and a difference between different documents or resamples is refused."""
+    from tiedlm_lib.stats import bootstrap_indices, replicates
+
+    m, head, _ = setup
+    a = torch.rand(16, generator=torch.Generator().manual_seed(4)) * 2 + 0.3
+    shallow = _distorted(head, lambda x: x * a)
+    cal, ev = (_split(shallow)[0], _split(head)[0]), (_split(shallow)[1], _split(head)[1])
+    kw = dict(n_refit=0, n_boot=300, lams=(1e-4, 1e-3), max_widen=0, iters=30, seed=5)
+    d, fd = calibration_share(m, ProbeSpec("head", "diagonal"), cal, ev, **kw)
+    t, ft = calibration_share(m, ProbeSpec("head", "temperature"), cal, ev, **kw)
+    diff = paired_share_difference(d["replicates"], t["replicates"])
+    assert diff.point == pytest.approx(d["calibration share"].point - t["calibration share"].point)
+    assert diff.lo <= diff.point <= diff.hi
+    # independent recomputation: per-document sums, the same index resample, the share per replicate
+    idx = bootstrap_indices(len(np.unique(ev[0].doc)), 300, 5)
+    nll = {name: [probe_nll(m, e, f) for e, f in zip(ev, fits)] for name, fits in (("d", fd), ("t", ft))}
+    raw = [probe_nll(m, e) for e in ev]
+
+    def share(cal_nll):
+        r = [replicates(x, idx) for x in (*raw, *cal_nll)]
+        return ((r[0] - r[1]) - (r[2] - r[3])) / (r[0] - r[1])
+
+    ref = share(nll["d"]) - share(nll["t"])
+    assert diff.lo == pytest.approx(float(np.quantile(ref, 0.025)), rel=1e-9)
+    assert diff.hi == pytest.approx(float(np.quantile(ref, 0.975)), rel=1e-9)
+    # pairing narrows the interval of a difference between two shares that share their noise
+    sep = np.sqrt((d["calibration share"].hi - d["calibration share"].lo) ** 2
+                  + (t["calibration share"].hi - t["calibration share"].lo) ** 2)
+    assert diff.hi - diff.lo < sep
+    other, _ = calibration_share(m, ProbeSpec("head", "temperature"), cal, ev, **(kw | {"seed": 6}))
+    with pytest.raises(ValueError, match="same bootstrap resample"):
+        paired_share_difference(d["replicates"], other["replicates"])
+    ev2 = (ev[0].of_docs(np.unique(ev[0].doc)[:-1]), ev[1].of_docs(np.unique(ev[1].doc)[:-1]))
+    fewer, _ = calibration_share(m, ProbeSpec("head", "temperature"), cal, ev2, **kw)
+    with pytest.raises(ValueError, match="same evaluation documents"):
+        paired_share_difference(d["replicates"], fewer["replicates"])

@@ -350,22 +350,44 @@ def test_q1_is_answered_per_probe_and_names_the_probe():
     with pytest.raises(ValueError, match="pre-named probe"):
         V.q1({"head/diagonal": {"small": seeds(lo)}})
     assert V.share_answer({"m": seeds(E(0.2, 0.15, 0.25))}) == "inconclusive"
+    # the uncentred intervals: recorded per probe, and a probe whose answer depends on the centring is named
+    raw = {"head/diagonal": {"small": seeds(lo, lo)}, "loop/tuned": {"small": seeds(E(0.5, 0.15, 0.6))}}
+    j = check(V.q1(shares, uncentred=raw), "yes")
+    assert "changes for loop/tuned (yes centred, inconclusive uncentred)" in j.criterion
+    assert j.evidence["loop/tuned"]["answer with uncentred intervals"] == "inconclusive"
+    assert "no probe's answer changes" in V.q1(shares, uncentred=shares).criterion
+    with pytest.raises(ValueError, match="same probes"):
+        V.q1(shares, uncentred={"loop/tuned": raw["loop/tuned"]})
 
 
 def test_b3_b4():
     dense = seeds(E(0.5, 0.4, 0.6))
-    check(V.b3({"m": seeds(E(0.05, 0.0, 0.1))}, dense, "head/diagonal", "paper"), "reproduced", "B3")
-    check(V.b3({"m": seeds(E(0.5, 0.3, 0.6))}, dense, "loop/tuned", "corrected"), "not reproduced")
-    check(V.b3({"m": seeds(E(0.15, 0.1, 0.25))}, dense, "head/diagonal", "paper"), "inconclusive")
-    # seeds are paired: each looped seed against the same seed's dense share (an unpaired minimum would fail this)
+    below, above, tied = seeds(E(-0.4, -0.5, -0.3)), seeds(E(0.2, 0.1, 0.3)), seeds(E(0.0, -0.1, 0.1))
+
+    def d(ps):  # the paired looped - dense differences, one model
+        return {"m": ps}
+
+    check(V.b3({"m": seeds(E(0.05, 0.0, 0.1))}, dense, d(below), "head/diagonal", "paper"), "reproduced", "B3")
+    check(V.b3({"m": seeds(E(0.5, 0.3, 0.6))}, dense, d(tied), "loop/tuned", "corrected"), "not reproduced")
+    check(V.b3({"m": seeds(E(0.15, 0.1, 0.25))}, dense, d(below), "head/diagonal", "paper"), "inconclusive")
+    # small, but the paired difference does not put it below the dense share: inconclusive
+    j = check(V.b3({"m": seeds(E(0.05, 0.0, 0.1))}, dense, d(tied), "head/diagonal", "paper"), "inconclusive")
+    assert j.evidence["looped below dense (paired CI < 0)"] == "0 of 1"
+    # seeds are paired: each looped seed judged by its own paired difference
     looped, dense2 = seeds(E(0.05, 0.0, 0.08), E(0.15, 0.12, 0.18)), seeds(E(0.3, 0.1, 0.5), E(0.5, 0.3, 0.6))
-    j = check(V.b3({"m": looped}, dense2, "loop/tuned", "corrected", "prefix(1) - prefix(L)"), "reproduced")
+    j = check(V.b3({"m": looped}, dense2, d(seeds(E(-0.25, -0.4, -0.05), E(-0.35, -0.5, -0.2))), "loop/tuned",
+                   "corrected", "prefix(1) - prefix(L)"), "reproduced")
     assert "prefix(1) - prefix(L)" in j.criterion and j.evidence["m"]["per seed"] == {"s0": "holds", "s1": "holds"}
-    # small but above the dense share in every seed: "unlike dense models" fails
-    check(V.b3({"m": seeds(E(0.15, 0.12, 0.18))}, seeds(E(0.05, 0.0, 0.1)), "head/diagonal", "paper"),
+    assert "looped - dense (paired)" in j.evidence["m"]
+    # small but above the dense share in every seed (paired difference above 0): "unlike dense models" fails
+    check(V.b3({"m": seeds(E(0.15, 0.12, 0.18))}, seeds(E(0.05, 0.0, 0.1)), d(above), "head/diagonal", "paper"),
           "not reproduced")
     with pytest.raises(ValueError, match="pairs seeds"):
-        V.b3({"m": seeds(E(0.1, 0, 0.1), E(0.1, 0, 0.1))}, seeds(E(0.5, 0.4, 0.6)), "head/diagonal", "paper")
+        V.b3({"m": seeds(E(0.1, 0, 0.1), E(0.1, 0, 0.1))}, seeds(E(0.5, 0.4, 0.6)), d(below), "head/diagonal",
+             "paper")
+    with pytest.raises(ValueError, match="paired looped - dense difference"):
+        V.b3({"m": seeds(E(0.1, 0, 0.1), E(0.1, 0, 0.1))}, seeds(E(0.5, 0.4, 0.6), E(0.5, 0.4, 0.6)), d(below),
+             "head/diagonal", "paper")
     check(V.b4(dense, 4, 5), "reproduced", "B4")
     check(V.b4(seeds(E(0.05, 0.0, 0.1)), 4, 5), "not reproduced")
     check(V.b4(seeds(E(0.2, 0.1, 0.3)), 4, 5), "inconclusive")

@@ -29,6 +29,7 @@ import copy
 import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import torch
@@ -367,9 +368,34 @@ def _share_terms(raw_min, raw_max, cal_min, cal_max):
     return calibration_terms(raw_min - raw_max, cal_min - cal_max)
 
 
+@dataclass(frozen=True)
+class ShareReplicates:
+    """The bootstrap replicates behind a share's CI, kept so that two shares measured on the same evaluation
+    documents with the same resample (same documents, ``n_boot`` and ``seed``) can be compared *paired*."""
+
+    doc_index: np.ndarray  # the evaluation documents, in the order the resample indexes them
+    seed: int
+    share: np.ndarray  # (n_boot,) the share per replicate, centred as the CI is
+    point: float
+
+
+def paired_share_difference(a: ShareReplicates, b: ShareReplicates, level: float = 0.95) -> Estimate:
+    """The share difference a − b with a paired bootstrap CI: replicate i of both resampled the same evaluation
+    documents, so the documents both models find hard cancel (two separate CIs would count them twice). Refused
+    unless both were measured on the same documents with the same resample."""
+    if not np.array_equal(a.doc_index, b.doc_index):
+        raise ValueError("a paired share difference needs the same evaluation documents for both shares")
+    if a.seed != b.seed or a.share.shape != b.share.shape:
+        raise ValueError(f"a paired share difference needs the same bootstrap resample: seeds {a.seed} and {b.seed}, "
+                         f"{a.share.size} and {b.share.size} replicates")
+    d = a.share - b.share
+    q = (1 - level) / 2
+    return Estimate(a.point - b.point, float(np.nanquantile(d, q)), float(np.nanquantile(d, 1 - q)), level)
+
+
 def calibration_share(model, spec: ProbeSpec, cal: tuple[States, States], ev: tuple[States, States],
                       n_refit: int = 10, n_boot: int = 2000, seed: int = 0, level: float = 0.95, centre: bool = True,
-                      **fit_kw) -> tuple[dict[str, Estimate], tuple[FittedProbe, FittedProbe]]:
+                      **fit_kw) -> tuple[dict[str, Any], tuple[FittedProbe, FittedProbe]]:
     """The share of the gap NLL(k_min) − NLL(k_max) that ``spec`` recovers, each depth with its own probe (as paper
     B), from calibration and evaluation states at (k_min, k_max). The CI includes the fit's own uncertainty:
     replicate i resamples the evaluation documents and uses probes refitted on the i-th of ``n_refit`` bootstrap
@@ -383,7 +409,10 @@ def calibration_share(model, spec: ProbeSpec, cal: tuple[States, States], ev: tu
     therefore has the refits' *mean* shift removed (per term): the refits contribute their spread around each other —
     the fit's uncertainty — but not the bias of fitting on fewer distinct documents. ``"refit shift"`` reports that
     removed bias (the refitted shares minus the point on every evaluation document: mean [min, max]), so a reader
-    sees it beside the interval (``centre=False``: the raw refits' interval, for comparison)."""
+    sees it beside the interval (``centre=False``: the raw refits' interval, for comparison). Either way the other
+    interval comes back too, as ``"calibration share uncentred"`` or ``"calibration share centred"``, so that a
+    conclusion that depends on the centring shows it; ``"replicates"`` holds the share's replicates
+    (``ShareReplicates``) for a paired comparison with another share on the same documents."""
     readout = Readout(model, spec.placement)
     fits = tuple(fit_probe(readout, c, spec, seed=seed, **fit_kw) for c in cal)
     raw = [probe_nll(readout, e) for e in ev]
@@ -415,8 +444,17 @@ def calibration_share(model, spec: ProbeSpec, cal: tuple[States, States], ev: tu
         for k, v in one.items():
             reps[k][i] = v - bias[k]
     q = (1 - level) / 2
-    out = {k: Estimate(float(est[k]), float(np.nanquantile(reps[k], q)), float(np.nanquantile(reps[k], 1 - q)),
-                       level) for k in est}
+
+    def interval(k, r):
+        return Estimate(float(est[k]), float(np.nanquantile(r, q)), float(np.nanquantile(r, 1 - q)), level)
+
+    out = {k: interval(k, reps[k]) for k in est}
+    share_bias = float(np.mean([sh["calibration share"] for sh in shifts])) if shifts else 0.0
+    other = "uncentred" if centre else "centred"
+    out[f"calibration share {other}"] = interval("calibration share", reps["calibration share"]
+                                                 + (share_bias if centre else -share_bias))
+    out["replicates"] = ShareReplicates(raw[0].doc_index, seed, reps["calibration share"],
+                                        float(est["calibration share"]))
     if n_refit:
         sh = [x["calibration share"] for x in shifts]
         out["refit shift"] = Estimate(float(np.mean(sh)), min(sh), max(sh), 1.0)
@@ -448,12 +486,15 @@ def data_curve(model, spec: ProbeSpec, pool: tuple[States, States], ev: tuple[St
 
 def share_by_probe(model, cal_batches, eval_batches, k_min: int, k_max: int | None = None,
                    probes: Sequence[ProbeSpec] | None = None, schedule: str = "prefix", n_refit: int = 10,
-                   n_boot: int = 2000, seed: int = 0, **fit_kw) -> list[dict]:
+                   n_boot: int = 2000, seed: int = 0, replicates: dict[str, ShareReplicates] | None = None,
+                   **fit_kw) -> list[dict]:
     """The calibration share of the gap NLL(k_min) − NLL(k_max) under ``schedule`` for every probe (placement ×
     form), one row each: the share with a CI that includes refits (centred: see ``calibration_share``; the removed
     refit shift is reported), the raw and remaining gaps, the λ each depth's
     probe chose (and whether at the grid's edge), the calibration tokens and the L-BFGS iteration count.
-    ``cal_batches`` / ``eval_batches`` are factories of batches over disjoint documents."""
+    ``cal_batches`` / ``eval_batches`` are factories of batches over disjoint documents. The uncentred interval is
+    beside the centred one (``share lo uncentred`` / ``share hi uncentred``); ``replicates``, when given, receives
+    each probe's share replicates by name, for ``paired_share_difference``."""
     layout = model.config.layout
     k_max = k_max or budget(layout)
     plans = (plan(layout, schedule, k_min), plan(layout, schedule, k_max))
@@ -467,10 +508,13 @@ def share_by_probe(model, cal_batches, eval_batches, k_min: int, k_max: int | No
                                                      for p in plans)
         est, fits = calibration_share(model, spec, states[spec.placement, "cal"], states[spec.placement, "ev"],
                                       n_refit=n_refit, n_boot=n_boot, seed=seed, **fit_kw)
-        sh, cal = est["calibration share"], est["calibration"]
+        sh, cal, unc = est["calibration share"], est["calibration"], est["calibration share uncentred"]
+        if replicates is not None:
+            replicates[spec.name] = est["replicates"]
         rows.append({"probe": spec.name, "placement": spec.placement, "form": spec.form, "schedule": schedule,
                      "k_min": k_min, "k_max": k_max, "share": sh.point, "share lo": sh.lo, "share hi": sh.hi,
-                     "raw gap": est["total"].point, "calibrated gap": est["calibrated gap"].point,
+                     "share lo uncentred": unc.lo, "share hi uncentred": unc.hi, "raw gap": est["total"].point,
+                     "calibrated gap": est["calibrated gap"].point,
                      "calibration": cal.point, "calibration lo": cal.lo, "calibration hi": cal.hi,
                      "T k_min": fits[0].temperature, "T k_max": fits[1].temperature,
                      "lambda k_min": fits[0].lam, "lambda k_max": fits[1].lam,

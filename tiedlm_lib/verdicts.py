@@ -736,57 +736,75 @@ largest share: not a blind choice, so every other probe's answer is reported bes
 
 
 def q1(shares: Mapping[str, Mapping[str, PerSeed]], paper_probe: str = "head/diagonal",
-       headline: str = HEADLINE_PROBE) -> Judgement:
+       headline: str = HEADLINE_PROBE, uncentred: Mapping[str, Mapping[str, PerSeed]] | None = None) -> Judgement:
     """How much of the single-depth gap is correctable at the readout, per probe (placement/form): *yes* (≥ a fifth)
     when the probe's share CI lower end is ≥ SHARE_THRESHOLD on every single-depth model and seed, *no* when every
     CI upper end is below it. The ledger's answer is the pre-named ``headline`` probe's, and the criterion names it
-    beside paper B's probe and every other probe's answer."""
+    beside paper B's probe and every other probe's answer. ``uncentred``: the same shares with the raw refits'
+    intervals (``lens.calibration_share``'s other interval); each probe's answer under them is recorded beside, and
+    the criterion names every probe whose answer depends on the centring."""
     if headline not in shares:
         raise ValueError(f"Q1 is answered by the pre-named probe {headline!r}, which was not fitted (got "
                          f"{sorted(shares)})")
+    if uncentred is not None and set(uncentred) != set(shares):
+        raise ValueError(f"uncentred intervals must cover the same probes: got {sorted(uncentred)} for "
+                         f"{sorted(shares)}")
     per_probe = {p: share_answer(m) for p, m in shares.items()}
+    raw_answers = {p: share_answer(m) for p, m in (uncentred or {}).items()}
     a = {"seeds disagree": "inconclusive"}.get(per_probe[headline], per_probe[headline])
     others = "; ".join(f"{p}: {v}" for p, v in per_probe.items())
+    moved = [f"{p} ({per_probe[p]} centred, {v} uncentred)" for p, v in raw_answers.items() if v != per_probe[p]]
+    centring = ("" if uncentred is None else " With the uncentred refit intervals " + (
+        f"the answer changes for {', '.join(moved)}" if moved else "no probe's answer changes") + ".")
     return Judgement("Q1", a, f"share of the single-depth k=1..N gap recovered by a readout probe, >= "
                      f"{SHARE_THRESHOLD:g} (CI lower end, every model and seed) for yes, < {SHARE_THRESHOLD:g} "
                      f"(CI upper end) for no. Answer from probe {headline} (named before the three-seed run, after a "
                      f"one-seed first look); paper B's {paper_probe}: {per_probe.get(paper_probe, 'not fitted')}. "
-                     f"Per probe: {others}",
+                     f"Per probe: {others}.{centring}",
                      {p: {m: seed_evidence(ps) for m, ps in models.items()} | {"answer": per_probe[p]}
+                      | ({"answer with uncentred intervals": raw_answers[p]} if p in raw_answers else {})
                       for p, models in shares.items()} | {"headline probe": headline, "threshold": SHARE_THRESHOLD},
                      "corrected",
                      _basis("per-seed 95% CIs including refits", shares[headline], per_probe), per_probe)
 
 
-def b3(shares: Mapping[str, PerSeed], dense: PerSeed, probe: str, protocol: str,
+def b3(shares: Mapping[str, PerSeed], dense: PerSeed, diffs: Mapping[str, PerSeed], probe: str, protocol: str,
        dense_gap: str = "prefix(L-1) - prefix(L)") -> Judgement:
     """Little of a recurrent model's gap is correctable at the readout, unlike dense models: with ``probe``, every
-    looped single-depth share has its CI upper end below SHARE_THRESHOLD and below the dense model's share CI lower
-    end **of the same seed** (``dense``: the same probe on the gap ``dense_gap``), in every seed. Not reproduced if,
-    on some looped model in every seed, the share's CI lower end is ≥ SHARE_THRESHOLD (a substantial correctable
-    part) or above the dense share's CI upper end (more correctable than the dense model, not less).
+    looped single-depth share has its CI upper end below SHARE_THRESHOLD and lies below the dense model's share
+    **of the same seed** (``dense``: the same probe on the gap ``dense_gap``), in every seed. "Below" is judged on
+    the paired difference ``diffs`` (looped share − dense share, one bootstrap resample of the shared evaluation
+    documents): its CI upper end below 0. Not reproduced if, on some looped model in every seed, the share's CI
+    lower end is ≥ SHARE_THRESHOLD (a substantial correctable part) or the paired difference's CI lower end is
+    above 0 (more correctable than the dense model, not less).
 
     Which dense gap is the comparison is a choice: paper B set the recurrent k = 1..N share beside the dense
     near-full truncation L−1 → L; a matched comparison truncates the dense model as far, 1 → L."""
     missing = {s for ps in shares.values() for s in ps} - set(dense)
     if missing:
         raise ValueError(f"B3 pairs seeds: the dense model has no share for seed(s) {sorted(missing)}")
-    per = {m: {s: ("holds" if e.hi < SHARE_THRESHOLD and e.hi < dense[s].lo else
-                   "contradicted" if e.lo >= SHARE_THRESHOLD or e.lo > dense[s].hi else "neither")
+    if set(diffs) != set(shares) or any(set(diffs[m]) != set(shares[m]) for m in shares):
+        raise ValueError("B3 needs a paired looped - dense difference for every looped model and seed it judges")
+    per = {m: {s: ("holds" if e.hi < SHARE_THRESHOLD and diffs[m][s].hi < 0 else
+                   "contradicted" if e.lo >= SHARE_THRESHOLD or diffs[m][s].lo > 0 else "neither")
                for s, e in ps.items()} for m, ps in shares.items()}
     holds = all(o == "holds" for ps in per.values() for o in ps.values())
     contra = any(all(o == "contradicted" for o in ps.values()) for ps in per.values())
     outcomes = {m: tally(ps, "")[0] for m, ps in per.items()}
+    below = sum(diffs[m][s].hi < 0 for m in diffs for s in diffs[m])
     return Judgement("B3", verdict(holds, contra), f"probe {probe}: every looped single-depth calibration share has "
-                     f"its CI upper end < {SHARE_THRESHOLD:g} and below the same seed's dense share CI lower end "
-                     f"(dense: the same probe, gap {dense_gap}), in every seed; not reproduced if on some looped model "
-                     f"in every seed the share's CI lower end is >= {SHARE_THRESHOLD:g} or above the dense share's CI",
-                     {m: seed_evidence(ps) | {"per seed": {f"s{sd}": o for sd, o in per[m].items()}}
+                     f"its CI upper end < {SHARE_THRESHOLD:g} and lies below the same seed's dense share (dense: the "
+                     f"same probe, gap {dense_gap}; paired looped - dense difference, CI upper end < 0), in every "
+                     f"seed; not reproduced if on some looped model in every seed the share's CI lower end is >= "
+                     f"{SHARE_THRESHOLD:g} or the paired difference's CI lower end is > 0",
+                     {m: seed_evidence(ps) | {"looped - dense (paired)": seed_evidence(diffs[m]),
+                                              "per seed": {f"s{sd}": o for sd, o in per[m].items()}}
                       for m, ps in shares.items()}
                      | {"dense": seed_evidence(dense), "dense gap": dense_gap, "probe": probe,
-                        "threshold": SHARE_THRESHOLD}, protocol,
-                     _basis("per-seed 95% CIs including refits, seeds paired with the dense model's", shares,
-                            outcomes), outcomes)
+                        "threshold": SHARE_THRESHOLD,
+                        "looped below dense (paired CI < 0)": f"{below} of {sum(len(d) for d in diffs.values())}"},
+                     protocol, _basis("per-seed 95% CIs including refits, seeds and documents paired with the dense "
+                                      "model's", shares, outcomes), outcomes)
 
 
 def b4(dense_share: PerSeed, k_min: int, k_max: int) -> Judgement:

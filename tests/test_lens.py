@@ -324,6 +324,17 @@ def test_a_paired_share_difference_uses_the_shared_resample(setup):
     sep = np.sqrt((d["calibration share"].hi - d["calibration share"].lo) ** 2
                   + (t["calibration share"].hi - t["calibration share"].lo) ** 2)
     assert diff.hi - diff.lo < sep
+    # with refits the replicates are centred; the uncentred difference adds each side's centring back
+    kr = kw | {"n_refit": 3}
+    dc, _ = calibration_share(m, ProbeSpec("head", "diagonal"), cal, ev, **kr)
+    tc, _ = calibration_share(m, ProbeSpec("head", "temperature"), cal, ev, **kr)
+    rd, rt = dc["replicates"], tc["replicates"]
+    assert rd.centring == pytest.approx(dc["refit shift"].point) and rd.centring != 0
+    raw_d = paired_share_difference(rd, rt, centred=False)
+    moved = rd.centring - rt.centring
+    assert raw_d.point == paired_share_difference(rd, rt).point
+    assert raw_d.lo == pytest.approx(paired_share_difference(rd, rt).lo + moved, abs=1e-12)
+    assert raw_d.hi == pytest.approx(paired_share_difference(rd, rt).hi + moved, abs=1e-12)
     other, _ = calibration_share(m, ProbeSpec("head", "temperature"), cal, ev, **(kw | {"seed": 6}))
     with pytest.raises(ValueError, match="same bootstrap resample"):
         paired_share_difference(d["replicates"], other["replicates"])

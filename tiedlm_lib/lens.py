@@ -377,18 +377,21 @@ class ShareReplicates:
     seed: int
     share: np.ndarray  # (n_boot,) the share per replicate, centred as the CI is
     point: float
+    centring: float = 0.0  # what was subtracted from every replicate (the refits' mean shift; 0 if uncentred)
 
 
-def paired_share_difference(a: ShareReplicates, b: ShareReplicates, level: float = 0.95) -> Estimate:
+def paired_share_difference(a: ShareReplicates, b: ShareReplicates, level: float = 0.95,
+                            centred: bool = True) -> Estimate:
     """The share difference a − b with a paired bootstrap CI: replicate i of both resampled the same evaluation
     documents, so the documents both models find hard cancel (two separate CIs would count them twice). Refused
-    unless both were measured on the same documents with the same resample."""
+    unless both were measured on the same documents with the same resample. ``centred=False``: the raw refits'
+    replicates (each side's centring added back), since two probes may be data-starved by different amounts."""
     if not np.array_equal(a.doc_index, b.doc_index):
         raise ValueError("a paired share difference needs the same evaluation documents for both shares")
     if a.seed != b.seed or a.share.shape != b.share.shape:
         raise ValueError(f"a paired share difference needs the same bootstrap resample: seeds {a.seed} and {b.seed}, "
                          f"{a.share.size} and {b.share.size} replicates")
-    d = a.share - b.share
+    d = a.share - b.share + (0.0 if centred else a.centring - b.centring)
     q = (1 - level) / 2
     return Estimate(a.point - b.point, float(np.nanquantile(d, q)), float(np.nanquantile(d, 1 - q)), level)
 
@@ -454,7 +457,7 @@ def calibration_share(model, spec: ProbeSpec, cal: tuple[States, States], ev: tu
     out[f"calibration share {other}"] = interval("calibration share", reps["calibration share"]
                                                  + (share_bias if centre else -share_bias))
     out["replicates"] = ShareReplicates(raw[0].doc_index, seed, reps["calibration share"],
-                                        float(est["calibration share"]))
+                                        float(est["calibration share"]), bias["calibration share"])
     if n_refit:
         sh = [x["calibration share"] for x in shifts]
         out["refit shift"] = Estimate(float(np.mean(sh)), min(sh), max(sh), 1.0)

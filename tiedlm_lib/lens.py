@@ -396,6 +396,21 @@ def paired_share_difference(a: ShareReplicates, b: ShareReplicates, level: float
     return Estimate(a.point - b.point, float(np.nanquantile(d, q)), float(np.nanquantile(d, 1 - q)), level)
 
 
+def _refit_nll(readout: Readout, spec: ProbeSpec, cal: tuple[States, States], ev: tuple[States, States],
+               fits: tuple[FittedProbe, FittedProbe], docs: np.ndarray, n_refit: int, seed: int,
+               fit_kw: dict) -> list[list[NLLStats]]:
+    """Per-document NLL on the evaluation states of probes refitted, at the λ each fit chose, on ``n_refit``
+    bootstrap resamples of the calibration documents (the same resample at both depths)."""
+    rng = np.random.default_rng(seed + 1)
+    refits = []
+    for _ in range(n_refit):
+        sample = rng.choice(docs, len(docs), replace=True)
+        refits.append([probe_nll(readout, e, fit_probe(readout, c.of_docs(sample), spec, seed=seed,
+                                                       **(fit_kw | {"lam": f.lam} if f.lam is not None else fit_kw)))
+                       for c, e, f in zip(cal, ev, fits)])
+    return refits
+
+
 def calibration_share(model, spec: ProbeSpec, cal: tuple[States, States], ev: tuple[States, States],
                       n_refit: int = 10, n_boot: int = 2000, seed: int = 0, level: float = 0.95, centre: bool = True,
                       **fit_kw) -> tuple[dict[str, Any], tuple[FittedProbe, FittedProbe]]:
@@ -425,13 +440,7 @@ def calibration_share(model, spec: ProbeSpec, cal: tuple[States, States], ev: tu
         raise ValueError("both depths need the same calibration documents and the same evaluation documents")
     if np.intersect1d(docs[0], raw[0].doc_index).size:
         raise ValueError("calibration and evaluation documents overlap: fit on documents disjoint from the evaluation")
-    rng = np.random.default_rng(seed + 1)
-    refits = []
-    for _ in range(n_refit):
-        sample = rng.choice(docs[0], len(docs[0]), replace=True)
-        refits.append([probe_nll(readout, e, fit_probe(readout, c.of_docs(sample), spec, seed=seed,
-                                                       **(fit_kw | {"lam": f.lam} if f.lam is not None else fit_kw)))
-                       for c, e, f in zip(cal, ev, fits)])
+    refits = _refit_nll(readout, spec, cal, ev, fits, docs[0], n_refit, seed, fit_kw)
     idx = bootstrap_indices(len(raw[0].doc_index), n_boot, seed)
     def on_every_document(cal_nll):
         return _share_terms(*(np.float64(value(s)) for s in (*raw, *cal_nll)))

@@ -843,9 +843,9 @@ def b6(terms: Mapping[str, Mapping[str, PerSeed]]) -> Judgement:
     error if not, never judged. The calibration term measures the same gap from another side (what a probe removes)
     and overlaps the schedule terms, so it is reported beside them and does not count. The claim that can fail, and
     that B1 does not imply (B1 concerns the application count alone): on every single-depth model at least two of
-    the three schedule terms have CIs excluding 0 in every seed and none carries the whole gap (each below
-    (1 − TERM_FRACTION) × the total in every seed). Not reproduced if on some model one schedule term carries the
-    whole gap in every seed."""
+    the three schedule terms have CIs excluding 0 on the same side in every seed and none carries the whole gap
+    (each below (1 − TERM_FRACTION) × the total in every seed). Not reproduced if on some model one schedule term
+    carries the whole gap in every seed."""
     names = ("application count", "distinct depth", "block composition")
     out, holds, contra = {}, True, False
     for m, t in terms.items():
@@ -865,9 +865,9 @@ def b6(terms: Mapping[str, Mapping[str, PerSeed]]) -> Judgement:
     shown = (*names, *(["calibration"] if all("calibration" in t for t in terms.values()) else []), "total")
     return Judgement("B6", verdict(holds, contra), "extension (frozen control): on every single-depth model at least "
                      "two of the three schedule terms (application count, distinct depth, block composition) have CIs "
-                     f"excluding 0 in every seed and none reaches {1 - TERM_FRACTION:.0%} of the total in any seed "
-                     "(they telescope to the total by construction: checked, not judged; the calibration term overlaps "
-                     "them and is shown beside, not counted)",
+                     f"excluding 0 on the same side in every seed and none reaches {1 - TERM_FRACTION:.0%} of the "
+                     "total in any seed (they telescope to the total by construction: checked, not judged; the "
+                     "calibration term overlaps them and is shown beside, not counted)",
                      {m: {n: seed_evidence(t[n]) for n in shown} for m, t in terms.items()}, "extension",
                      f"per-seed 95% CIs, {_seeds(_n_seeds(next(iter(terms.values()))))}", out)
 

@@ -448,7 +448,8 @@ def calibration_share(model, spec: ProbeSpec, cal: tuple[States, States], ev: tu
     est = on_every_document(point)
     # each refit's terms on every evaluation document, relative to the point's: the bias the centring removes
     shifts = [{k: float(v - est[k]) for k, v in on_every_document(r).items()} for r in refits]
-    bias = {k: float(np.mean([sh[k] for sh in shifts])) if shifts and centre else 0.0 for k in est}
+    mean_shift = {k: float(np.mean([sh[k] for sh in shifts])) if shifts else 0.0 for k in est}
+    bias = mean_shift if centre else dict.fromkeys(est, 0.0)
     reps = {k: np.empty(n_boot) for k in est}
     for i in range(n_boot):
         cal_i = refits[i % n_refit] if n_refit else point
@@ -461,10 +462,9 @@ def calibration_share(model, spec: ProbeSpec, cal: tuple[States, States], ev: tu
         return Estimate(float(est[k]), float(np.nanquantile(r, q)), float(np.nanquantile(r, 1 - q)), level)
 
     out = {k: interval(k, reps[k]) for k in est}
-    share_bias = float(np.mean([sh["calibration share"] for sh in shifts])) if shifts else 0.0
-    other = "uncentred" if centre else "centred"
+    other, back = ("uncentred", 1.0) if centre else ("centred", -1.0)  # the centring added back, or removed
     out[f"calibration share {other}"] = interval("calibration share", reps["calibration share"]
-                                                 + (share_bias if centre else -share_bias))
+                                                 + back * mean_shift["calibration share"])
     out["replicates"] = ShareReplicates(raw[0].doc_index, seed, reps["calibration share"],
                                         float(est["calibration share"]), bias["calibration share"])
     if n_refit:

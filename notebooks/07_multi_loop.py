@@ -8,9 +8,10 @@
 # nats from one seed, and v14 differs from v13 in a second way the paper names: to keep the parameter count it drops
 # the closing standard layer, so its last loop feeds the head directly.
 #
-# Here: the same layouts at one parameter budget and one total iteration count, several seeds, paired CIs; v14 with
-# the closing layer restored (v14c, one block more: the confound isolated, parameters not matched); α per loop over
-# training. The runs use the same size and schedule as section 06 (shared: v10).
+# Here: the same layouts at one parameter budget and one total iteration count, several seeds, paired CIs pooled over
+# the seeds (the training seed is the unit: docs/statistics.md); v14 with the closing layer restored (v14c, one block
+# more: the confound isolated, parameters not matched); α per loop over training. The runs use the same size and
+# schedule as section 06 (shared: v10).
 
 # %% tags=["parameters"]
 scale = "cpu"  # smoke | cpu | paper
@@ -27,10 +28,9 @@ steps = None  # default: likewise (0.8 x the scale's short run at smoke/cpu; the
 import altair as alt
 import pandas as pd
 
-from tiedlm_lib import criteria, get_run, verdicts
+from tiedlm_lib import get_run, inference, verdicts
 from tiedlm_lib.analysis import cached_corpus, heldout_scores
 from tiedlm_lib.benchmark import draw
-from tiedlm_lib.criteria import sign, spread_columns
 from tiedlm_lib.experiments import get_scale, section_overrides, sft_run
 from tiedlm_lib.report import Report, seed_color
 from tiedlm_lib.reported import reported
@@ -42,7 +42,9 @@ S = get_scale(scale)
 OVR = section_overrides(scale) | ({"size": size} if size else {}) | ({"train.steps": steps} if steps else {})
 steps = OVR.get("train.steps")  # None: each experiment's own steps (the paper scale)
 CAST = {"1 loop (v10)": "v10", "2 loops + bridge (v12)": "v12", "3 loops (v13)": "v13",
-        "4 loops, no closing layer (v14)": "v14", "4 loops + closing layer (v14c)": "v14c"}
+        "4 loops, no closing layer (v14)": "v14", "4 loops + closing layer (v14c)": "v14c",
+        "4 loops, last under-iterated (v14u)": "v14u"}  # v14u: A16's second half (its last loop has K/8 iterations)
+UNDER, EQUAL = "4 loops, last under-iterated (v14u)", "4 loops, no closing layer (v14)"
 print(f"scale {scale}: overrides {OVR or 'none (the paper runs)'}, seeds {seeds}")
 
 # %%
@@ -52,6 +54,11 @@ pd.DataFrame([{"model": m, "seed": s, "layout": r.config.model.layout, "params":
 
 # %% [markdown]
 # ## Held-out scores and the gaps to one loop
+#
+# Each gap per seed with a paired document-bootstrap CI, then pooled over the training seeds (random effects, HKSJ
+# t-interval with the shared-document term; docs/statistics.md §1): the pooled point and its 95% interval, the SD
+# between seeds, the 95% prediction interval for a new seed, and how many seeds' own CIs lie above or below 0 (a
+# description, not a verdict). With one seed the pooled row is that seed's CI.
 
 # %%
 corpus = cached_corpus(runs["1 loop (v10)", seeds[0]].config.data)
@@ -74,9 +81,16 @@ for g, (a, b) in PAIRS.items():
         ests.setdefault(g, []).append(e)
         gap_rows.append({"gap": g, "seed": seed, "value": e.point, "lo": e.lo, "hi": e.hi})
 gaps = rep.table(pd.DataFrame(gap_rows), "gaps")
-gap_signs = rep.table(pd.DataFrame([{"gap": g, "seeds": len(es), **spread_columns(es), "per-seed CIs": sign(es)}
-                                   for g, es in ests.items()]), "gap_verdicts")
-gap_signs.round(4)
+
+
+def pooled_columns(es):
+    p = inference.pool(es)
+    return {"pooled": p.point, "pooled lo": p.lo, "pooled hi": p.hi, "between-seed sd": p.between_sd,
+            "new seed lo": p.pred_lo, "new seed hi": p.pred_hi, **inference.seed_counts(es)}
+
+
+gap_pooled = rep.table(pd.DataFrame([{"gap": g, **pooled_columns(es)} for g, es in ests.items()]), "gap_pooled")
+gap_pooled.round(4)
 
 # %% [markdown]
 # Reported (paper scale, one seed):
@@ -135,22 +149,34 @@ pipe_est = {other: [paired_diff(pipe_scores["3 loops (v13)", s], pipe_scores[oth
                     for s in seeds] for other in ("1 loop (v10)", "vanilla (v9)")}
 display(pipe_tab.groupby("model")[["real token", "with pad"]].agg(["mean", "std"]).round(4))  # noqa: F821
 pd.DataFrame([{"gap": f"3 loops + SFT - {o} + SFT", **{f"s{s}": f"{e.point:+.3f} [{e.lo:+.3f}, {e.hi:+.3f}]"
-                                                         for s, e in zip(seeds, es)}, "per-seed CIs": sign(es)}
-              for o, es in pipe_est.items()])
+                                                         for s, e in zip(seeds, es)}, **pooled_columns(es)}
+              for o, es in pipe_est.items()]).round(4)
 
 # %% [markdown]
 # ## The claims
 #
-# * **A15** — diversity helps up to three loops, then regresses: in every seed, three loops beat one loop and two
-#   loops (CIs below 0) and four loops are worse than three (CI above 0). Not reproduced if three loops are worse than
-#   one loop in every seed (CI above 0), or if four loops beat three in every seed; otherwise inconclusive.
-# * **A16** — α differentiates by loop: in every seed, the multi-loop models' last loop has the largest final α
-#   (v13's C, v14's D). Not reproduced if in every seed some earlier loop has the largest α.
-# * **A17** — the three-loop model is the best full-pipeline model: after SFT its real-token NLL is below both the
-#   one-loop tied model's and the vanilla model's (CIs below 0 in every seed); not reproduced if above either in
-#   every seed.
-# * **Q4** (multi-loop part) — do these gaps exceed their CIs across seeds? *yes* if the three-vs-one-loop gap has one
-#   sign with CIs excluding 0 in every seed, *no* if it is within noise; seeds on opposite sides are inconclusive.
+# Every criterion reads an estimate pooled over the training seeds (its 95% interval: the HKSJ t-interval with the
+# shared-document term) against a threshold and a smallest effect size of interest (SESOI), pre-registered in
+# `tiedlm_lib/preregistered.csv` (docs/statistics.md §2, §7). A claim over several units is reproduced only when every
+# unit is (intersection–union) and not reproduced when some unit contradicts it at the Bonferroni level over its
+# units. How many seeds' own CIs lie on each side is shown beside, never deciding.
+#
+# * **A15** — diversity helps up to three loops, then regresses: the pooled gaps three − one and three − two loops
+#   lie below 0 and four − three loops above 0 (real-token suffix NLL). Not reproduced if one of the three lies on
+#   the other side of 0 or inside ±0.02 nats (the model-vs-model SESOI); otherwise inconclusive.
+# * **A16** — α differentiates by loop, and a loop with too few iterations inflates its α. The first half: in every
+#   multi-loop layout, log(final α of the last loop / final α of the first), pooled over seeds, lies above 0 (not
+#   reproduced below 0 or inside ±log 1.1). The second half needs a layout whose last loop has fewer iterations than
+#   the others, as paper A's v14 (8/8/7/7) has: v14u gives its last loop an eighth of K (2 of 16 at cpu, 3 of 30 at
+#   the paper scale) and the rest to three loops; per seed, log(α of its last loop / mean α of its other loops) minus
+#   the same in v14 (equal loops, same seed), pooled over seeds, lies above 0 (not reproduced below 0 or inside
+#   ±log 1.1). At smoke (K = 4) v14u has the same loops as v14, so this half has nothing to find there.
+# * **A17** — the three-loop model is the best full-pipeline model: after SFT the pooled gaps of its real-token NLL
+#   to the one-loop tied model's and to the vanilla model's both lie below 0; not reproduced if either lies above 0
+#   or inside ±0.02 nats (Bonferroni over the two).
+# * **Q4** (multi-loop part) — do these gaps exceed their noise across seeds? Per gap, *yes* if its pooled interval
+#   excludes 0, *no* if it lies inside ±0.02 nats, otherwise *inconclusive*; the answer is the three-vs-one-loop
+#   gap's, every other gap's beside it.
 #
 # All criteria are functions of `tiedlm_lib.verdicts`, unit-tested for every outcome.
 
@@ -158,7 +184,7 @@ pd.DataFrame([{"gap": f"3 loops + SFT - {o} + SFT", **{f"s{s}": f"{e.point:+.3f}
 per_seed = {g: dict(zip(seeds, es)) for g, es in ests.items()}
 a15 = verdicts.a15(per_seed)
 a16 = verdicts.a16({m: {sd: final.loc[(m, sd)].dropna().to_dict() for (m_, sd) in final.index if m_ == m}
-                    for m in CAST})
+                    for m in CAST}, under=UNDER, equal=EQUAL)
 a17 = verdicts.a17({f"3 loops + SFT - {o} + SFT": dict(zip(seeds, es)) for o, es in pipe_est.items()})
 q4 = verdicts.q4(per_seed, "3 loops - 1 loop")
 for j in (a15, a16, a17, q4):
@@ -181,26 +207,56 @@ rep.prose("Results", "Real-token suffix NLL relative to fewer loops (mean over {
           "The lowest mean NLL is the {best}.", n=str(len(seeds)), s="s" if len(seeds) > 1 else "", best=best)
 
 # %%
-four_worse = a15.outcomes["4 loops - 3 loops"] == "above 0"  # the regression the closing-layer confound would explain
+side = verdicts.side  # where a unit's pooled interval lies: "negligible", "below 0", "above 0" or "undecided"
+
+
+def against(j):
+    """The units that go against a judgement's claim, each with where its pooled interval lies."""
+    def where(b):
+        return {"negligible": f"inside ±{b['pooled']['sesoi']:g}"}.get(side(b), side(b))
+    return ", ".join(f"{u} lies {where(j.evidence[u])}" for u, v in j.outcomes.items() if v == "not reproduced")
+
+
+four = side(a15.evidence["4 loops - 3 loops"])
+four_worse = four == "above 0"  # the regression the closing-layer confound would explain
+DIFF = "alpha differentiates by loop: "
+first_half = {u[len(DIFF):]: v for u, v in a16.outcomes.items() if u.startswith(DIFF)}
+alpha_not = [u for u, v in first_half.items() if v == "not reproduced"]
 rep.prose("What this means", "Loop diversity {a15_words} (A15 {a15}); four loops {four}, and restoring the closing "
           "layer {closing} ({g4c:+.3f} nats on average). "
           "Per-loop step sizes: {a16_words} (A16 {a16}). After SFT the three-loop model is {a17_words} (A17 {a17}). "
-          "Seeds: {q4_words} (Q4 {q4}).", a15=a15.verdict, a16=a16.verdict, a17=a17.verdict, q4=q4.verdict,
+          "Across seeds, {q4_words} (Q4 {q4}).", a15=a15.verdict, a16=a16.verdict, a17=a17.verdict, q4=q4.verdict,
           a15_words={"reproduced": "helps up to three loops and then regresses",
-                     "not reproduced": "does not follow the paper's up-then-down pattern"}.get(
-              a15.verdict, "does not separate the layouts beyond noise"),
-          four=("are worse than three in every seed (CIs above 0)" if four_worse
-                else "are not worse than three beyond noise in every seed"),
-          closing={"below 0": "improves the four-loop model in every seed" + (
+                     "not reproduced": f"does not follow the paper's up-then-down pattern: {against(a15)}"}.get(
+              a15.verdict, "is not settled by the pooled gaps"),
+          four={"above 0": "are worse than three (pooled interval above 0)",
+                "below 0": "are better than three (pooled interval below 0)",
+                "negligible": "match three within ±0.02 nats"}.get(four, "are not separated from three"),
+          closing={"below 0": "improves the four-loop model (pooled interval below 0)" + (
                        ", the confound the paper names" if four_worse else ""),
-                   "above 0": "makes the four-loop model worse in every seed" + (
+                   "above 0": "makes the four-loop model worse (pooled interval above 0)" + (
+                       ", so the confound the paper names does not explain the regression" if four_worse else ""),
+                   "negligible": "leaves the four-loop model unchanged within ±0.02 nats" + (
                        ", so the confound the paper names does not explain the regression" if four_worse else "")}.get(
-              criteria.sign(list(per_seed["4 loops + closing - 4 loops"].values())),
-              "changes the four-loop model, but not beyond noise in every seed"),
-          a16_words={"reproduced": "the last loop has the largest α in every seed and layout",
-                     "not reproduced": "the last loop never has the largest α"}.get(a16.verdict,
-                                                                                    "the pattern varies"),
-          a17_words={"reproduced": "the best full-pipeline model", "not reproduced": "not the best"}.get(
+              side(q4.evidence["4 loops + closing - 4 loops"]),
+              "changes the four-loop model, but not separably from noise"),
+          a16_words=("the last loop's final α is not above the first's (the pooled log ratio lies below 0 or "
+                     "inside ±log 1.1) in " + ", ".join(alpha_not)
+                     if alpha_not else
+                     "the last loop's final α is above the first's in every multi-loop layout"
+                     if all(v == "reproduced" for v in first_half.values()) else
+                     "whether the last loop's final α exceeds the first's is not settled in every multi-loop layout")
+                    + " (pooled over seeds); " + {
+                        "reproduced": "a loop with too few iterations inflates its α (v14u against v14)",
+                        "not reproduced": "a loop with too few iterations does not inflate its α (v14u against v14: "
+                                          "below 0 or inside ±log 1.1)"}.get(
+                        a16.outcomes.get(f"an under-iterated loop inflates alpha: {UNDER} - {EQUAL}"),
+                        "whether a loop with too few iterations inflates its α is not settled (v14u against v14)"),
+          a17_words={"reproduced": "the best full-pipeline model",
+                     "not reproduced": f"not shown to be the best: {against(a17)}"}.get(
               a17.verdict, "not separable from the others"),
-          q4_words={"yes": "the three- versus one-loop gap has one sign in every seed",
-                    "no": "the three- versus one-loop gap is within noise"}.get(q4.verdict, "the seeds disagree"))
+          q4_words={"below 0": "the three- versus one-loop gap's pooled interval lies below 0",
+                    "above 0": "the three- versus one-loop gap's pooled interval lies above 0",
+                    "negligible": "the three- versus one-loop gap's pooled interval lies inside ±0.02 nats"}.get(
+              side(q4.evidence["3 loops - 1 loop"]),
+              "the three- versus one-loop gap's pooled interval neither excludes 0 nor lies inside ±0.02 nats"))

@@ -42,6 +42,8 @@ def test_multi_loop_layouts_scale_with_k():
     assert experiment("v13", "cpu").model.layout == "S A*6 B*5 C*5 S"
     assert experiment("v12", "cpu").model.layout == "S A*8 S B*8 S"
     assert experiment("v14", "cpu").model.layout == "S A*4 B*4 C*4 D*4"
+    # A16's under-iterated layout: v14 with its last loop given an eighth of K (2 of 16 at cpu)
+    assert experiment("v14u", "cpu").model.layout == "S A*5 B*5 C*4 D*2"
 
 
 def test_seed_and_overrides_change_the_identity():

@@ -55,9 +55,12 @@ def test_pooling_equals_statsmodels_random_effects_hksj(seed):
     assert p.point == pytest.approx(row["eff"], abs=1e-10)
     assert (p.hksj_lo, p.hksj_hi) == pytest.approx((row["ci_low"], row["ci_upp"]), abs=1e-9)
     assert p.tau2 == pytest.approx(res.tau2, abs=1e-10)
-    # the decision interval adds the shared-document term once
-    se = math.sqrt(((p.hksj_hi - p.point) / sps.t.ppf(0.975, n - 1)) ** 2 + v.mean())
-    assert p.hi - p.point == pytest.approx(sps.t.ppf(0.975, n - 1) * se, rel=1e-9)
+    # the decision interval adds the shared-document term once, on Welch–Satterthwaite degrees of freedom
+    var_hk = ((p.hksj_hi - p.point) / sps.t.ppf(0.975, n - 1)) ** 2
+    se = math.sqrt(var_hk + v.mean())
+    df = (n - 1) * se ** 4 / var_hk ** 2
+    assert p.df == pytest.approx(df) and p.df >= n - 1
+    assert p.hi - p.point == pytest.approx(sps.t.ppf(0.975, df) * se, rel=1e-9)
 
 
 @pytest.mark.parametrize("half", [0.001, 0.05, 0.5])
@@ -69,8 +72,8 @@ def test_with_equal_within_seed_variances_hksj_is_the_t_interval_on_the_seed_poi
     assert p.point == pytest.approx(y.mean())
     # the decision interval: the t-interval widened by the document variance the seeds share
     v = (half / sps.norm.ppf(0.975)) ** 2
-    full = sps.t.ppf(0.975, 4) * math.sqrt(y.var(ddof=1) / 5 + v)
-    assert p.hi - p.point == pytest.approx(full, rel=1e-9)
+    a, df = y.var(ddof=1) / 5, 4 * (y.var(ddof=1) / 5 + v) ** 2 / (y.var(ddof=1) / 5) ** 2
+    assert p.hi - p.point == pytest.approx(sps.t.ppf(0.975, df) * math.sqrt(a + v), rel=1e-9)
     # prediction interval: the classical one for a new observation when tau2 absorbs the spread
     if y.var(ddof=1) > v:
         pred = sps.t.ppf(0.975, 4) * y.std(ddof=1) * math.sqrt(1 + 1 / 5)
@@ -94,8 +97,13 @@ def test_one_seed_is_not_pooled_and_bad_input_is_refused():
         pool([])
     with pytest.raises(ValueError, match="finite"):
         pool([Estimate(float("nan"), 0, 1), Estimate(0.1, 0, 0.2)])
-    with pytest.raises(ValueError, match="contain its point"):
-        within_variance(Estimate(1.0, 0.0, 0.5))
+    # a percentile interval beside its point is widened to reach it, symmetrically (conservative)
+    assert within_variance(Estimate(1.0, 0.0, 0.5)) == pytest.approx(within_variance(Estimate(1.0, 0.0, 2.0)))
+    with pytest.raises(ValueError, match="finite"):
+        within_variance(Estimate(1.0, 0.0, float("inf")))
+    # a unit mixing CIs of zero width with others pools without dividing by zero
+    mixed = pool([Estimate(0.1, 0.1, 0.1), Estimate(0.2, 0.15, 0.25), Estimate(0.3, 0.25, 0.35)])
+    assert mixed.lo < 0.2 < mixed.hi and math.isfinite(mixed.tau2)
 
 
 # --- every outcome of every rule, on intervals worked by hand ----------------------------------------------------
@@ -107,6 +115,8 @@ CASES = [
     (Rule("superiority", 0.05), (-0.04, 0.04), "not reproduced"),  # inside +/-SESOI: negligible
     (Rule("superiority", 0.05, negligible=False), (-0.04, 0.04), "inconclusive"),
     (Rule("superiority", 0.05), (-0.04, 0.06), "inconclusive"),
+    (Rule("superiority", 0.05), (0.01, 0.04), "not reproduced"),  # shown to exist, shown too small to matter
+    (Rule("superiority", 0.05, negligible=False), (0.01, 0.04), "reproduced"),
     (Rule("superiority", 0.05, side=-1), (-0.2, -0.01), "reproduced"),
     (Rule("superiority", 0.05, side=-1), (0.01, 0.2), "not reproduced"),
     (Rule("superiority", 0.05, threshold=0.2, negligible=False), (0.21, 0.4), "reproduced"),

@@ -146,7 +146,8 @@ def test_a_judgement_is_recorded_with_its_basis(tmp_path):
     rep = Report("06_iso_param_2x2", "smoke", tmp_path / "f", tmp_path / "p", seeds=[0, 1])
     e = rep.judge(verdicts.q4({"tied - vanilla": {0: Estimate(-0.3, -0.5, -0.1), 1: Estimate(0.3, 0.1, 0.5)}},
                               "tied - vanilla"))
-    assert e["verdict"] == "inconclusive" and "seeds disagree" in e["basis"] and e["seeds"] == [0, 1]
+    assert e["verdict"] == "inconclusive" and "pooled over 2 seeds" in e["basis"] and e["seeds"] == [0, 1]
+    assert "seed-sensitive" in e["basis"]  # seeds on both sides: a new seed could land on either
     with pytest.raises(ValueError, match="basis must be"):
         claims.validate_entry({**e, "basis": 3})
 
@@ -223,10 +224,37 @@ def test_the_abstract_states_findings_from_the_ledger(tmp_path):
     table = claims.findings_markdown(claims.read_ledger(tmp_path)).splitlines()
     assert table[0].split(" | ")[4] == "extension"
     assert next(r for r in table if r.startswith("| B1 ")).split(" | ")[2:5] == ["—", "—", "reproduced"]
-    # Q1's probe is the pre-named one, even when another probe's share is larger
+    # a ledger judged before the seed-level rule named Q1's probe; one judged under it names none
     q1["headline probe"] = "head/diagonal"
     rec("Q1", "no", "corrected", "10_depth_control_protocol", q1)
     assert "(Q1: no by head/diagonal)" in abstract_findings(claims.read_ledger(tmp_path))
+    del q1["headline probe"]
+    rec("Q1", "yes", "corrected", "10_depth_control_protocol", q1)
+    assert "(Q1: yes, the largest share answering at the Bonferroni level" in abstract_findings(
+        claims.read_ledger(tmp_path))
+    # checks (parts that hold by construction) are counted apart from reproductions
+    rec("B6", "check passed", "extension", "10_depth_control_protocol")
+    text = abstract_findings(claims.read_ledger(tmp_path))
+    assert "checks, not reproductions (B6 (extension)): every check passed." in text.replace("1 part that hold", "")
+
+
+def test_rule_changes_set_the_old_verdict_beside_the_new_with_a_computed_reason():
+    from tiedlm_lib import verdicts as V
+    from tiedlm_lib.stats import Estimate as E
+
+    split = V.a13({0: E(0.3, 0.29, 0.31), 1: E(-0.3, -0.31, -0.29), 2: E(0.3, 0.29, 0.31)}, {0: 3, 1: 3, 2: 3}, -0.01)
+    nil = V.a14({"real": {s: E(0.0, -0.005, 0.005) for s in range(3)}})
+    new = {"claims": [{"id": j.claim, "protocol": j.protocol, "notebook": "06", "verdict": j.verdict,
+                       "evidence": j.evidence} for j in (split, nil)]
+           + [{"id": "A7", "protocol": "corrected", "notebook": "04", "verdict": "reproduced", "evidence": {}}]}
+    old = {"claims": [{"id": "A13", "protocol": "corrected", "notebook": "06", "verdict": "reproduced"},
+                      {"id": "A14", "protocol": "corrected", "notebook": "06", "verdict": "inconclusive"}]}
+    rows = {r["id"]: r for r in claims.rule_changes(old, new)}
+    assert rows["A13"]["changed"] and "holds the threshold" in rows["A13"]["why"]
+    assert "seeds significant on both sides" in rows["A13"]["why"]
+    assert rows["A14"]["seed-level rule"] == "not reproduced" and "inside +/-SESOI" in rows["A14"]["why"]
+    assert rows["A7"]["old rule (every seed must agree)"] == "—" and not rows["A7"]["changed"]
+    assert "new entry" in rows["A7"]["why"]
 
 
 def test_prose_numbers_are_facts_read_from_the_sections_tables(tmp_path):

@@ -145,7 +145,7 @@ def test_notebook_runs_list_every_run_once_with_bases_before_continuations():
     keys = [(c.train.seed, c.cache_name()) for c in runs]
     assert len(keys) == len(set(keys)) and {c.train.seed for c in runs} == {0, 1, 2}
     names = {c.name for c in runs}
-    assert {"v3", "v4", "v5", "v6", "v7", "v9", "v9c", "v10", "v12", "v13", "v14", "v14c", "v3-sft-paper",
+    assert {"v3", "v4", "v5", "v6", "v7", "v9", "v9c", "v10", "v12", "v13", "v14", "v14c", "v14u", "v3-sft-paper",
             "v3-sft-masked", "dcp-fixed", "dcp-sampled"} <= names
     position = {f"{c.train.seed}/{c.cache_name()}": i for i, c in enumerate(runs)}
     for i, c in enumerate(runs):  # a continuation starts from a run trained earlier in the list
@@ -295,7 +295,7 @@ def test_rehearsal_trains_exactly_the_paper_scale_models(monkeypatch):
     monkeypatch.setenv("TIEDLM_MINIMIND", "minimind.jsonl")
     monkeypatch.setattr("tiedlm_lib.data.rehearsal_corpus", lambda: Path("/fixture.jsonl"))  # configs only
     paper, rehearsal = notebook_runs("paper"), notebook_runs("rehearsal")  # one code path: the same runs in order
-    assert len(rehearsal) == len(paper) == 28
+    assert len(rehearsal) == len(paper) == 29  # v14u (A16's under-iterated layout) is the 29th
     for p, c in zip(paper, rehearsal):
         k = (p.name, p.train.seed, p.model.block, p.train.backprop)
         assert (c.name, c.train.seed, c.data.task, c.data.sft_loss) == (p.name, p.train.seed, p.data.task,

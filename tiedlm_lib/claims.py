@@ -80,7 +80,8 @@ REPORTED: dict[str, str] = {
     "B3": 'Huginn 0.5% (scalar T) / 5.8% (affine); dense models 47–75% (affine), 0–39% (scalar T)',
 }
 
-CLAIM_VERDICTS = ("reproduced", "not reproduced", "inconclusive", "not testable")
+CHECK_VERDICTS = ("check passed", "check failed")  # a part that holds by construction: checked, not reproduced
+CLAIM_VERDICTS = ("reproduced", "not reproduced", "inconclusive", "not testable", *CHECK_VERDICTS)
 QUESTION_ANSWERS = ("yes", "no", "inconclusive")
 PROTOCOLS = ("paper", "corrected", "both", "extension")  # extension: a control this project added
 
@@ -224,13 +225,15 @@ def probe_finding(ledger: dict[str, Any]) -> str | None:
     if not means:
         return None
     lo, hi = min(means, key=means.get), max(means, key=means.get)
-    head = q1["evidence"].get("headline probe", hi)
+    head = q1["evidence"].get("headline probe")  # ledgers judged before the seed-level rule named one probe
     paper_b = f"; paper B's probe (head/diagonal) recovers {means['head/diagonal']:.0%}" if "head/diagonal" in means \
         else ""
     named = f"; the pre-named probe {head} recovers {means[head]:.0%}" if head in means and head not in (lo, hi) \
         else ""
+    answer_ = (f"Q1: {q1['verdict']} by {head}" if head else
+               f"Q1: {q1['verdict']}, the largest share answering at the Bonferroni level over the probes")
     return (f"how much of paper A's single-depth depth gap is correctable at the readout depends on the probe: from "
-            f"{means[lo]:.0%} ({lo}) to {means[hi]:.0%} ({hi}){paper_b}{named} (Q1: {q1['verdict']} by {head})")
+            f"{means[lo]:.0%} ({lo}) to {means[hi]:.0%} ({hi}){paper_b}{named} ({answer_})")
 
 
 def abstract_findings(ledger: dict[str, Any]) -> str:
@@ -256,7 +259,14 @@ def abstract_findings(ledger: dict[str, Any]) -> str:
                          + (f" ({', '.join(rep)})" if rep else "") + f", {len(nrep)} did not"
                          + (f" ({', '.join(nrep)})" if nrep else "") + f" and {len(inc)} stayed inconclusive"
                          + (f" ({', '.join(inc)})" if inc else "") + ".")
-    mixed = sorted({cid for (cid, _), vs in by.items() if len(vs) > 1}, key=list(CLAIMS).index)
+    checks = sorted({f"{c['id']} ({c['protocol']})" for c in claims if c["verdict"] in CHECK_VERDICTS})
+    if checks:
+        failed = [c for c in claims if c["verdict"] == "check failed"]
+        parts.append(f"{len(checks)} part{'s' if len(checks) != 1 else ''} that hold by construction "
+                     f"{'are' if len(checks) != 1 else 'is'} checks, not reproductions ({', '.join(checks)}): "
+                     + (f"{len(failed)} failed." if failed else "every check passed."))
+    mixed = sorted({cid for (cid, _), vs in by.items() if len(vs) > 1 and not vs <= set(CHECK_VERDICTS)},
+                   key=list(CLAIMS).index)
     if mixed:
         parts.append(f"Sections judging the same claim differ on {', '.join(mixed)}.")
     changed = sorted({cid for (cid, p), vs in by.items() if p == "paper" and (cid, "corrected") in by
@@ -304,3 +314,71 @@ def findings_markdown(ledger: dict[str, Any]) -> str:
 def update_findings(readme: str | Path, ledger: dict[str, Any]) -> bool:
     """Rewrite the README's findings block from the ledger; True if it changed."""
     return replace_block(readme, FINDINGS_BEGIN, FINDINGS_END, findings_markdown(ledger))
+
+
+# Claims whose criterion the seed-level rule redefined (docs/statistics.md §7), beyond pooling over seeds.
+REDEFINED = {
+    "A2": "two halves now: better at every k, and the depth-gap ratio above 1",
+    "A3": "judged on masked NLL under both protocols (paper A's v7 sweep is masked)",
+    "A7": "judged across every trained model: no model has both a free exit and a depth gap",
+    "A9": "one rule in code and text: the pooled short-run gap non-inferior at 0.1 nats",
+    "A11": "a ranking reversal (Kendall tau below 0) instead of tau below 0.5",
+    "A16": "split: alpha differentiates by loop; an under-iterated loop inflates its alpha",
+    "A18": "the paper-form row is a check (holds by construction)",
+    "A20": "split: the measurable half decides; generation quality is not testable at this scale",
+    "B3": "three rows: paper, corrected (matched truncation), extension (loop/tuned)",
+    "B6": "a check (the terms telescope by construction)",
+    "Q1": "no pre-named probe: the largest share answers at the Bonferroni level over probes",
+    "Q6": "A11's pooled verdict on each draw and the pooled draw-vs-draw tau",
+    "Q7": "yes and no on the configuration selected on seed 0, judged on the other seeds",
+}
+
+
+def _pooled_units(evidence: Any, path: str = "") -> dict[str, dict[str, Any]]:
+    out = {}
+    if isinstance(evidence, dict):
+        for k, v in evidence.items():
+            if isinstance(v, dict) and isinstance(v.get("pooled"), dict):
+                out[f"{path}{k}"] = v["pooled"]
+            elif isinstance(v, dict):
+                out |= _pooled_units(v, f"{path}{k} / ")
+    return out
+
+
+def change_reason(old: dict[str, Any] | None, new: dict[str, Any]) -> str:
+    """Why an entry's verdict under the seed-level rule differs from (or equals) its verdict under the old rule
+    ("every seed must agree"), from the new entry's pooled units."""
+    if old is None:
+        return "new entry (no verdict under the old rule)"
+    why = [REDEFINED[new["id"]]] if new["id"] in REDEFINED else []
+    units = _pooled_units(new["evidence"])
+    crossing = [u for u, p in units.items() if p["verdict"] == "inconclusive"]
+    nil = [u for u, p in units.items() if p["verdict"] == "not reproduced" and p["rule"] == "superiority"
+           and p["interval"][0] > p["threshold"] - p["sesoi"] and p["interval"][1] < p["threshold"] + p["sesoi"]]
+    split = [u for u, p in units.items() if p["seeds above"] and p["seeds below"]]
+    if old["verdict"] == new["verdict"]:
+        return "; ".join(why) + ("; " if why else "") + "same verdict under both rules"
+    if crossing:
+        why.append(f"pooled over seeds, the interval of {', '.join(crossing[:4])}"
+                   + (f" and {len(crossing) - 4} more" if len(crossing) > 4 else "") + " holds the threshold")
+    if nil:
+        why.append(f"{', '.join(nil[:4])} lies inside +/-SESOI: an effect too small to matter")
+    if split:
+        why.append(f"seeds significant on both sides in {', '.join(split[:4])}, which the pooled interval weighs")
+    if not why:
+        why.append("pooled over seeds, every unit clears its threshold where per-seed CIs did not all agree")
+    return "; ".join(why)
+
+
+def rule_changes(old_ledger: dict[str, Any], new_ledger: dict[str, Any]) -> list[dict[str, str]]:
+    """One row per entry of the new ledger: its verdict under the old rule (the entry of the same claim, protocol
+    and section; "—" where there was none), under the new, and why."""
+    old = {(c["id"], c["protocol"], c["notebook"]): c for c in old_ledger.get("claims", [])}
+    rows = []
+    for c in new_ledger.get("claims", []):
+        o = old.get((c["id"], c["protocol"], c["notebook"]))
+        rows.append({"id": c["id"], "protocol": c["protocol"], "section": c["notebook"],
+                     "old rule (every seed must agree)": o["verdict"] if o else "—",
+                     "seed-level rule": c["verdict"], "changed": bool(o) and o["verdict"] != c["verdict"],
+                     "why": change_reason(o, c)})
+    return rows

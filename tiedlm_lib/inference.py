@@ -40,11 +40,15 @@ VERDICTS = ("reproduced", "not reproduced", "inconclusive")
 
 
 def within_variance(e: Estimate) -> float:
-    """A per-seed CI's variance on the normal scale: ((hi − lo) / (2 z))², z the two-sided quantile of its level."""
-    if not (e.lo <= e.point <= e.hi) and not (math.isclose(e.lo, e.point) or math.isclose(e.hi, e.point)):
-        raise ValueError(f"an estimate's interval must contain its point, got {e}")
+    """A per-seed CI's variance on the normal scale: ((hi − lo) / (2 z))², z the two-sided quantile of its level. A
+    percentile interval need not hold its point (an estimand built on a minimum, a refit shift); then the interval
+    is widened symmetrically to reach it — twice the larger distance from the point to an end — which is
+    conservative."""
+    if not all(math.isfinite(x) for x in (e.point, e.lo, e.hi)) or e.lo > e.hi:
+        raise ValueError(f"an estimate needs a finite point and a finite interval lo <= hi, got {e}")
     z = sps.norm.ppf(0.5 + e.level / 2)
-    return ((e.hi - e.lo) / (2 * z)) ** 2
+    width = e.hi - e.lo if e.lo <= e.point <= e.hi else 2 * max(abs(e.hi - e.point), abs(e.point - e.lo))
+    return (width / (2 * z)) ** 2
 
 
 def paule_mandel_tau2(y: np.ndarray, v: np.ndarray) -> float:
@@ -61,12 +65,13 @@ def paule_mandel_tau2(y: np.ndarray, v: np.ndarray) -> float:
 
     if not np.any(v > 0):
         return float(y.var(ddof=1))
-    if excess(0.0) <= 0:
-        return 0.0
+    floor = 0.0 if np.all(v > 0) else 1e-12 * max(float(v.max()), float(y.var(ddof=1)), 1e-30)  # 1/0 weights
+    if excess(floor) <= 0:
+        return floor
     hi = max(float(y.var(ddof=1)), 1e-12)
     while excess(hi) > 0:
         hi *= 2
-    return float(optimize.brentq(excess, 0.0, hi, xtol=1e-14, rtol=1e-12))
+    return float(optimize.brentq(excess, floor, hi, xtol=1e-14, rtol=1e-12))
 
 
 @dataclass(frozen=True)
@@ -86,6 +91,7 @@ class Pooled:
     doc_sd: float  # root mean within-seed variance: the document error every seed shares
     pred_lo: float  # 95% prediction interval for a new seed's estimate
     pred_hi: float
+    df: float = math.nan  # the decision interval's Welch–Satterthwaite degrees of freedom (n − 1 to infinity)
 
     def as_dict(self) -> dict[str, float]:
         return asdict(self)
@@ -118,9 +124,13 @@ def pool(estimates: Sequence[Estimate], level: float = LEVEL) -> Pooled:
     t = float(sps.t.ppf(0.5 + level / 2, n - 1))
     v_doc = float(v.mean())
     se = math.sqrt(var_hk + v_doc)
+    # Welch–Satterthwaite: the HKSJ part is estimated on n − 1 df, the shared-document part is known from the
+    # bootstraps (infinite df), so the decision interval's quantile lies between t(n − 1) and the normal one.
+    df = (n - 1) * (var_hk + v_doc) ** 2 / var_hk ** 2 if var_hk > 0 else math.inf
+    t_dec = float(sps.t.ppf(0.5 + level / 2, df)) if math.isfinite(df) else float(sps.norm.ppf(0.5 + level / 2))
     pred = t * math.sqrt(tau2 + v_doc + var_hk)
-    return Pooled(n, mu, mu - t * se, mu + t * se, level, se, mu - t * math.sqrt(var_hk), mu + t * math.sqrt(var_hk),
-                  tau2, float(y.std(ddof=1)), math.sqrt(v_doc), mu - pred, mu + pred)
+    return Pooled(n, mu, mu - t_dec * se, mu + t_dec * se, level, se, mu - t * math.sqrt(var_hk),
+                  mu + t * math.sqrt(var_hk), tau2, float(y.std(ddof=1)), math.sqrt(v_doc), mu - pred, mu + pred, df)
 
 
 def seed_counts(estimates: Sequence[Estimate], threshold: float = 0.0) -> dict[str, int]:
@@ -156,14 +166,22 @@ class Rule:
         if self.side not in (1, -1):
             raise ValueError(f"side must be +1 or -1, got {self.side!r}")
 
+    def boundaries(self) -> tuple[float, ...]:
+        """Where the verdict changes: the threshold (superiority), threshold ± SESOI (equivalence), threshold +
+        side·SESOI (non-inferiority). A unit is seed-sensitive when a new seed's prediction interval holds one."""
+        t, d = self.threshold, self.sesoi
+        return {"superiority": (t,), "equivalence": (t - d, t + d), "noninferiority": (t + self.side * d,)}[self.kind]
+
     def judge(self, lo: float, hi: float) -> str:
         """The verdict of one interval [lo, hi] under this rule."""
         t, d, s = self.threshold, self.sesoi, self.side
         if self.kind == "superiority":
             claimed = lo > t if s > 0 else hi < t
             other = hi < t if s > 0 else lo > t
+            # inside ±SESOI wins over clearing the threshold: a demonstrated effect too small to matter is not the
+            # claimed effect (docs/statistics.md §2)
             nil = self.negligible and t - d < lo and hi < t + d
-            return "reproduced" if claimed else "not reproduced" if other or nil else "inconclusive"
+            return "not reproduced" if other or nil else "reproduced" if claimed else "inconclusive"
         if self.kind == "equivalence":
             if t - d < lo and hi < t + d:
                 return "reproduced"
@@ -197,7 +215,7 @@ class UnitResult:
 def judge_unit(unit: str, estimates: Sequence[Estimate], rule: Rule, m: int = 1, level: float = LEVEL) -> UnitResult:
     p = pool(estimates, level)
     corrected = rule.judge(*interval_at(estimates, 1 - (1 - level) / m)) if m > 1 else rule.judge(p.lo, p.hi)
-    crosses = p.n > 1 and p.pred_lo < rule.threshold < p.pred_hi
+    crosses = p.n > 1 and any(p.pred_lo < b < p.pred_hi for b in rule.boundaries())
     return UnitResult(unit, rule.judge(p.lo, p.hi), corrected, p, seed_counts(estimates, rule.threshold), crosses)
 
 
@@ -257,10 +275,11 @@ def power_at(effect: float, sd: float, doc_sd: float, n: int, level: float = LEV
     if n < 2:
         return 0.0
     se = math.sqrt(sd ** 2 / n + doc_sd ** 2)
-    crit = sps.t.ppf(0.5 + level / 2, n - 1)
     if se == 0:
         return 1.0 if effect != 0 else 0.0
-    return float(sps.nct.sf(crit, n - 1, abs(effect) / se))
+    df = (n - 1) * se ** 4 / (sd ** 2 / n) ** 2 if sd > 0 else 1e9  # as pool(): Welch–Satterthwaite
+    crit = sps.t.ppf(0.5 + level / 2, df)
+    return float(sps.nct.sf(crit, df, abs(effect) / se))
 
 
 def mde(sd: float, doc_sd: float, n: int, power: float = POWER, level: float = LEVEL) -> float:

@@ -186,6 +186,9 @@ EXPERIMENTS: dict[str, Experiment] = {
                       lambda s: f"S {_loops('ABCD', s.K)}", "long"),
     "v14c": Experiment("v14 with the closing standard layer restored (the confound the paper names)", "§5.5 (ours)",
                        "large", lambda s: f"S {_loops('ABCD', s.K)} S", "long"),
+    "v14u": Experiment("v14 with its last loop under-iterated (an eighth of K), to test A16's second half",
+                       "§5.5, A16 (ours)", "large", lambda s: f"S {_loops('ABC', s.K - max(1, s.K // 8))} "
+                                                               f"D*{max(1, s.K // 8)}", "long"),
     "v9c": Experiment("compute-matched vanilla: one distinct layer per layer application of the tied sandwich",
                       "PROTOCOL §6.6 (v18 analogue; ours)", "large", lambda s: f"S*{s.K + 4}", "long"),
 }
@@ -332,7 +335,7 @@ def _tagged_runs(scale: str, seeds: Sequence[int] | None) -> list[tuple[RunConfi
         return cfg
 
     short_users = {"v10": ("06", "07"), "v7": ("06",), "v9": ("05", "06", "07", "10"), "v9c": ("06",),
-                   "v12": ("07",), "v13": ("05", "07", "10"), "v14": ("07",), "v14c": ("07",)}
+                   "v12": ("07",), "v13": ("05", "07", "10"), "v14": ("07",), "v14c": ("07",), "v14u": ("07",)}
     sft_users = {"v10": ("06", "07"), "v9": ("06", "07"), "v13": ("07",)}  # SFT of the tied, vanilla, 3-loop models
     for seed in seeds:
         small = add(experiment("v3", scale, seed), "01", "02", "03", "04", "05", "08", "09", "10", "12")

@@ -646,18 +646,17 @@ def q4(gaps: Mapping[str, PerSeed], name: str) -> Judgement:
     """Do the gaps exceed their noise across seeds? yes: the pooled interval of the ``name`` gap excludes 0; no: it
     lies inside ±0.02 nats; otherwise inconclusive. Every gap's own answer is in the outcomes."""
     d = sesoi("Q4", "gaps exceed noise")
-    ev, outcomes = {}, {}
+    ev, outcomes, results = {}, {}, {}
     for u, ps in gaps.items():
         r = inf.Rule("superiority", d, side=1 if sum(e.point for e in ps.values()) >= 0 else -1)
-        res = inf.judge_unit(u, list(ps.values()), r)
+        res = results[u] = inf.judge_unit(u, list(ps.values()), r)
         p = res.pooled
         # inside ±SESOI first, as every superiority rule (docs/statistics.md §2): shown to be too small to matter
         outcomes[u] = "no" if -d < p.lo and p.hi < d else "yes" if p.lo > 0 or p.hi < 0 else "inconclusive"
         ev[u] = unit_evidence(ps, r, res) | {"answer": outcomes[u]}
     return Judgement("Q4", outcomes[name], f"the {name} gap's pooled interval excludes 0 (yes) or lies inside "
                      f"+/-{d:g} nats (no), {RULE_TEXT}", ev, "corrected",
-                     _basis({u: inf.judge_unit(u, list(ps.values()), inf.Rule("superiority", d))
-                             for u, ps in gaps.items()}), outcomes)
+                     _basis(results), outcomes)
 
 
 A15_WANT = {"3 loops - 1 loop": -1, "3 loops - 2 loops": -1, "4 loops - 3 loops": 1}

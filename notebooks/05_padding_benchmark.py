@@ -61,7 +61,7 @@ def cast(seed):
         "vanilla PT (v9)": get_run("v9", scale, seed, SHORT),
         "three loops PT (v13)": get_run("v13", scale, seed, SHORT),
         "small + SFT, pad targets (paper)": get_run(sft_run(small.config, "v3-sft-paper", "paper")),
-        "small + SFT, response only": get_run(sft_run(small.config, "v3-sft-masked", "masked")),
+        "small + SFT, corrected (response only, packed)": get_run(sft_run(small.config, "v3-sft-masked", "masked")),
         "small PT with pad targets": get_run("v3", scale, seed, overrides={"train.pad_targets": "include"}),
     }
 

@@ -38,8 +38,8 @@ from tiedlm_lib.experiments import get_scale, sft_run
 from tiedlm_lib.generate import SamplingConfig, distinct_n, generate, repetition_rate
 from tiedlm_lib.report import Report
 from tiedlm_lib.reported import reported, reported_value
-from tiedlm_lib.sft import IGNORE, pad_rate, sft_data, sft_targets
-from tiedlm_lib.stats import Estimate, paired_diff
+from tiedlm_lib.sft import IGNORE, SFT_LAYOUTS, SFTData, pad_rate, response_nll, sft_data, sft_targets
+from tiedlm_lib.stats import Estimate, mean_ci, paired_diff
 
 rep = Report("08_sft_generation", scale, figures_dir, paper_dir, seeds=seeds)
 seeds = rep.seeds
@@ -49,17 +49,21 @@ print(f"scale {scale}: seq {S.seq_len}, {n_prompts} prompts, {max_new} new token
 # %% [markdown]
 # ## The runs
 #
-# The small pre-trained model (v3) and two SFT runs from its final weights — the same runs as section 05 (cached).
+# The small pre-trained model (v3) and two SFT runs from its final weights — the same runs as section 05 (cached):
+# the paper's protocol (the grid layout, the response at 3/4 of the sequence after the prompt's pads, a loss over the
+# whole suffix, pad targets included) and the corrected one (response-only loss, and the response packed right after
+# the prompt, so that no real token attends to a pad; `tiedlm_lib.sft`).
 
 # %%
+PAPER_SFT, MASKED_SFT = "SFT paper (suffix, pad targets)", "SFT corrected (response only, packed)"
 runs = {}
 for seed in seeds:
     pt = get_run("v3", scale, seed)
     runs["PT", seed] = pt
-    runs["SFT paper (suffix, pad targets)", seed] = get_run(sft_run(pt.config, "v3-sft-paper", "paper"))
-    runs["SFT masked (response only)", seed] = get_run(sft_run(pt.config, "v3-sft-masked", "masked"))
+    runs[PAPER_SFT, seed] = get_run(sft_run(pt.config, "v3-sft-paper", "paper"))
+    runs[MASKED_SFT, seed] = get_run(sft_run(pt.config, "v3-sft-masked", "masked"))
 corpus = cached_corpus(runs["PT", seeds[0]].config.data)
-data = sft_data(runs["SFT paper (suffix, pad targets)", seeds[0]].config, corpus)
+data = sft_data(runs[PAPER_SFT, seeds[0]].config, corpus)
 y = sft_targets(data.inputs, "paper")
 print(f"{len(data)} SFT conversations; {float((y[y != IGNORE] == 0).float().mean()):.0%} of the paper protocol's "
       "targets are pad")
@@ -86,7 +90,7 @@ for (name, seed), r in runs.items():
     rows.append({"model": name, "seed": seed, "with pad": s.with_pad, "real token": s.masked,
                  "pad fraction": s.pad_fraction})
 for seed in seeds:
-    for name in ("SFT paper (suffix, pad targets)", "SFT masked (response only)"):
+    for name in (PAPER_SFT, MASKED_SFT):
         for metric, col in (("masked", "real token"), ("with_pad", "with pad")):
             d = paired_diff(st[name, seed], st["PT", seed], metric, n_boot, seed)
             cost_rows.append({"SFT": name, "seed": seed, "metric": col, "SFT - PT": d.point, "lo": d.lo, "hi": d.hi})
@@ -103,30 +107,21 @@ display(before_after.round(3))  # noqa: F821
 display(cost.round(3))  # noqa: F821
 cost_pooled.round(3)
 
+# %% [markdown]
+# Response NLL on held-out conversations (`sft.response_nll`: response tokens and `<|im_end|>`, mean over tokens,
+# 95% bootstrap CI over conversations), scored in both layouts: each SFT model was trained in one of them, and the
+# pre-trained model has seen neither.
+
 # %%
-import torch  # noqa: E402
-
-from tiedlm_lib.evaluation import token_ce  # noqa: E402
-from tiedlm_lib.model import eval_mode  # noqa: E402
-
-
-@torch.no_grad()
-def response_nll(model, inputs, batch=32):
-    """Mean CE over response tokens of rendered conversations (the masked protocol's targets)."""
-    tot, n = 0.0, 0
-    with eval_mode(model):
-        for i in range(0, len(inputs), batch):
-            x = inputs[i:i + batch]
-            yy = sft_targets(x, "masked")
-            ce = token_ce(model(x), yy.clamp_min(0))
-            m = yy != IGNORE
-            tot, n = tot + float(ce[m].sum()), n + int(m.sum())
-    return tot / n
-
-
-conv = pd.DataFrame([{"model": n, "seed": s, "response NLL, held-out conversations":
-                      response_nll(r.model, held_conv.inputs[:800])} for (n, s), r in runs.items()])
-rep.table(conv, "response_nll").round(3)
+held = {lay: sft_data(runs["PT", seeds[0]].config, corpus, split="val", layout=lay) for lay in SFT_LAYOUTS}
+held = {lay: SFTData(d.inputs[:800], d.starts[:800], lay) for lay, d in held.items()}
+conv_rows = []
+for (n, s), r in runs.items():
+    for lay, d in held.items():
+        e = mean_ci(response_nll(r.model, d), "masked", n_boot, s)
+        conv_rows.append({"model": n, "seed": s, "layout": lay, "response NLL": e.point, "lo": e.lo, "hi": e.hi})
+conv = rep.table(pd.DataFrame(conv_rows), "response_nll")
+conv.round(3)
 
 # %% [markdown]
 # Reported (paper scale, train-overlap draws):
@@ -200,13 +195,13 @@ rep.chart(gc, "generation_measures")
 # * **A12** — SFT on pad-target data costs real-token NLL: (paper protocol) the paper-SFT model's real-token NLL
 #   minus the PT model's, pooled over the training seeds, lies above 0; not reproduced if it lies below 0 or inside
 #   ±0.05 nats (the SESOI for depth and readout quality: a cost too small to matter); inconclusive otherwise.
-#   Corrected: the same for the response-only SFT, whose row also says what the pair implies about the paper's
-#   attribution of the cost to SFT (computed from the two verdicts). Sizes relative to the PT NLL beside the paper's
+#   Corrected: the same for the corrected SFT (response-only loss, packed layout), whose row also says what the
+#   pair implies about the paper's attribution of the cost to SFT (computed from the two verdicts). Sizes relative to the PT NLL beside the paper's
 #   (+0.4 on 2.51).
 # * **A20** — pre-trained-only models never emit pad and generate better. Only the first half is measurable, and it
 #   decides the verdict: a count over every seed's PT samples, *reproduced* when none holds a pad, *not reproduced*
 #   when any does (one pad falsifies "never"; paper penalty and paper-protocol SFT; corrected: CTRL penalty and
-#   response-only SFT). The SFT models' pad rates are shown beside. The second half, "generates better than SFT
+#   corrected SFT). The SFT models' pad rates are shown beside. The second half, "generates better than SFT
 #   models", is **not testable at this scale**: no generation-quality measure means something on this corpus at this
 #   size (distinct-n measures diversity, not quality, and the paper judged by eye); a quality judgement by people or
 #   a reference model at the paper scale would test it. The criterion says so, and no proxy stands in for it.
@@ -220,7 +215,7 @@ def costs(name):
 
 
 pt_nll = {sd: st["PT", sd].masked for sd in seeds}
-a12 = verdicts.a12(costs("SFT paper (suffix, pad targets)"), costs("SFT masked (response only)"), pt_nll,
+a12 = verdicts.a12(costs(PAPER_SFT), costs(MASKED_SFT), pt_nll,
                    (reported_value("bench.v11.real") - reported_value("bench.v10.real")) /
                    reported_value("bench.v10.real"))
 for j in a12:
@@ -232,9 +227,9 @@ def pad_rates(sft_name, penalty):
     return {sd: {"PT": g.loc[("PT", sd), "pad rate"], "SFT": g.loc[(sft_name, sd), "pad rate"]} for sd in seeds}
 
 
-a20 = (verdicts.a20(pad_rates("SFT paper (suffix, pad targets)", "paper"), "paper",
+a20 = (verdicts.a20(pad_rates(PAPER_SFT, "paper"), "paper",
                     "paper penalty, paper-protocol SFT"),
-       verdicts.a20(pad_rates("SFT masked (response only)", "ctrl"), "corrected", "CTRL penalty, response-only SFT"))
+       verdicts.a20(pad_rates(MASKED_SFT, "ctrl"), "corrected", "CTRL penalty, corrected SFT"))
 for j in a20:
     rep.judge(j)
 
@@ -245,30 +240,31 @@ for j in a20:
 # or from the verdicts above.
 
 # %%
-PAPER_SFT, MASKED_SFT = "SFT paper (suffix, pad targets)", "SFT masked (response only)"
 c_paper = rep.fact("c_paper", "sft_cost", "SFT - PT", {"SFT": PAPER_SFT, "metric": "real token"})
 c_masked = rep.fact("c_masked", "sft_cost", "SFT - PT", {"SFT": MASKED_SFT, "metric": "real token"})
 for key, name in (("c_paper", PAPER_SFT), ("c_masked", MASKED_SFT)):
     for col, suffix in (("pooled", "_p"), ("pooled lo", "_lo"), ("pooled hi", "_hi")):
         rep.fact(key + suffix, "sft_cost_pooled", col, {"SFT": name, "metric": "real token"}, agg="only")
-rep.fact("r_pt", "response_nll", "response NLL, held-out conversations", {"model": "PT"})
-rep.fact("r_paper", "response_nll", "response NLL, held-out conversations", {"model": PAPER_SFT})
-rep.fact("r_masked", "response_nll", "response NLL, held-out conversations", {"model": MASKED_SFT})
+rep.fact("r_pt", "response_nll", "response NLL", {"model": "PT", "layout": "grid"})
+rep.fact("r_pt_packed", "response_nll", "response NLL", {"model": "PT", "layout": "packed"})
+rep.fact("r_paper", "response_nll", "response NLL", {"model": PAPER_SFT, "layout": "grid"})
+rep.fact("r_masked", "response_nll", "response NLL", {"model": MASKED_SFT, "layout": "packed"})
 rep.fact("pad_pt", "generation_measures", "pad rate", {"model": "PT", "penalty": "paper"})
 pad_sft = rep.fact("pad_sft", "generation_measures", "pad rate", {"model": PAPER_SFT, "penalty": "paper"})
 pad_masked = rep.fact("pad_masked", "generation_measures", "pad rate", {"model": MASKED_SFT, "penalty": "ctrl"})
 differ_share = rep.fact("differ", "penalty_forms_differ", "samples that differ")
 rep.prose("Results", "On the held-out suffix benchmark's real targets (mean over {n} seed{s}), SFT with the paper's "
-          "loss changes NLL by {c_paper:+.3f} nats and response-only SFT by {c_masked:+.3f} (pooled over seeds: "
+          "loss changes NLL by {c_paper:+.3f} nats and the corrected SFT by {c_masked:+.3f} (pooled over seeds: "
           "{c_paper_p:+.3f} [{c_paper_lo:+.3f}, {c_paper_hi:+.3f}] and {c_masked_p:+.3f} [{c_masked_lo:+.3f}, "
           "{c_masked_hi:+.3f}]). On held-out "
-          "conversations' responses — what SFT is for — NLL is {r_pt:.3f} before SFT, {r_paper:.3f} after the "
-          "paper's SFT and {r_masked:.3f} after response-only SFT. With the paper's sampling settings, "
+          "conversations' responses — what SFT is for — NLL is {r_pt:.3f} before SFT and {r_paper:.3f} after the "
+          "paper's SFT in the paper's grid layout, {r_pt_packed:.3f} before SFT and {r_masked:.3f} after the "
+          "corrected SFT in its packed layout. With the paper's sampling settings, "
           "{pad_pt:.1%} of the pre-trained model's generated tokens are pad and {pad_sft:.1%} of the paper-SFT "
-          "model's; with the CTRL penalty, {pad_masked:.1%} of the response-only SFT model's. The two "
+          "model's; with the CTRL penalty, {pad_masked:.1%} of the corrected SFT model's. The two "
           "repetition-penalty forms change {differ:.0%} of the samples{penalty_words}.",
           n=str(len(seeds)), s="s" if len(seeds) > 1 else "",
-          penalty_words=(", so A20's paper and corrected rows differ here only in the SFT loss" if differ_share == 0
+          penalty_words=(", so A20's paper and corrected rows differ here only in the SFT protocol" if differ_share == 0
                          else ""))
 
 # %%
@@ -276,8 +272,8 @@ side = verdicts.side  # where a unit's pooled interval lies: "negligible", "belo
 
 
 paper_cost = side(a12[0].evidence[next(iter(a12[0].outcomes))])
-rep.prose("What this means", "SFT {cost_words} on the pre-training benchmark (A12 {a12p}; response-only {a12c}): "
-          "{attribution} Pre-trained models {pad_words} (A20 {a20}); response-only SFT models {masked_words} "
+rep.prose("What this means", "SFT {cost_words} on the pre-training benchmark (A12 {a12p}; corrected {a12c}): "
+          "{attribution} Pre-trained models {pad_words} (A20 {a20}); corrected SFT models {masked_words} "
           "(corrected A20 {a20c}). Whether pre-trained models also generate *better* is not testable at this scale: "
           "no measure of generation quality means something on this corpus at this size (distinct-n measures "
           "diversity), so A20's verdict is its pad half's alone.",

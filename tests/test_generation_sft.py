@@ -15,7 +15,8 @@ from tiedlm_lib import experiment
 from tiedlm_lib.benchmark import draw, implied_pad_nll, kendall_tau, seen_in_training, suffix_nll, suffix_start
 from tiedlm_lib.data import PAD_ID, TokenDocs
 from tiedlm_lib.generate import SamplingConfig, apply_penalty, distinct_n, filter_logits, generate, repetition_rate
-from tiedlm_lib.sft import IGNORE, IM_END, IM_START, SFTStream, build, continuation_pairs, render, sft_targets
+from tiedlm_lib.sft import (IGNORE, IM_END, IM_START, SFTStream, build, continuation_pairs, render, response_start,
+                           sft_targets)
 from tiedlm_lib.training import train
 
 
@@ -165,3 +166,68 @@ def test_sft_training_runs_from_a_checkpoint_with_both_losses(tmp_path, smoke_co
     with pytest.raises(ValueError, match="pad_targets='include'"):
         train(dataclasses.replace(c, train=dataclasses.replace(c.train, pad_targets="ignore")), None, smoke_corpus,
               progress=False)
+
+
+def test_packed_layout_holds_the_grid_tokens_with_the_response_after_the_prompt():
+    g, p = render([10, 11, 12], [20, 21], 16), render([10, 11, 12], [20, 21], 16, "packed")
+    assert p.tolist() == [IM_START, 10, 11, 12, IM_END, IM_START, 20, 21, IM_END] + [PAD_ID] * 7
+    assert sorted(g[g != PAD_ID].tolist()) == sorted(p[p != PAD_ID].tolist())  # the same tokens, other positions
+    assert response_start([10, 11, 12], 16, "packed") == 5 and response_start([10, 11, 12], 16) == suffix_start(16)
+    long = render(list(range(4, 30)), list(range(40, 60)), 16, "packed")  # cut as the grid cuts: 12 + 4
+    assert long.tolist() == render(list(range(4, 30)), list(range(40, 60)), 16).tolist()
+    x = torch.stack([p, render([10], [20], 16, "packed")])
+    y = sft_targets(x, "masked", torch.tensor([5, 3]))
+    assert y[0].tolist() == [IGNORE] * 5 + [20, 21, IM_END] + [IGNORE] * 8
+    assert y[1].tolist() == [IGNORE] * 3 + [20, IM_END] + [IGNORE] * 11
+    assert sft_targets(x, "paper", torch.tensor([5, 3]))[1, 3:6].tolist() == [20, IM_END, PAD_ID]
+    with pytest.raises(ValueError, match="SFT layout must be one of"):
+        render([10], [20], 16, "left")
+    with pytest.raises(ValueError, match="one response start per row"):
+        sft_targets(x, "masked", torch.tensor([5]))
+
+
+def test_corrected_sft_response_logits_do_not_depend_on_the_pad_embedding_and_the_papers_do():
+    """The corrected protocol's packed layout keeps the response from attending to pads; the paper's grid does not
+    (the model has no key-padding mask)."""
+    from tiedlm_lib.config import ModelConfig
+    from tiedlm_lib.model import TiedLM
+
+    torch.manual_seed(0)
+    model = TiedLM(ModelConfig(vocab_size=64, d_model=32, n_heads=4, layout="S A*3 S", max_seq_len=32)).eval()
+    with torch.no_grad():  # away from the initialisation (zeroed output projections would hide any attention)
+        for p in model.parameters():
+            p.add_(0.1 * torch.randn_like(p))
+    user, reply = [10, 11, 12], [20, 21, 22, 23]
+    moved = {}
+    for layout in ("grid", "packed"):
+        x = render(user, reply, 32, layout)[None]
+        s = response_start(user, 32, layout)
+        resp = slice(s, s + len(reply) + 2)  # <|im_start|> reply <|im_end|>
+        with torch.no_grad():
+            before = model(x)[0, resp].clone()
+            saved = model.tok_emb.weight[PAD_ID].clone()
+            model.tok_emb.weight[PAD_ID].add_(torch.randn(32))
+            after = model(x)[0, resp]
+            model.tok_emb.weight[PAD_ID].copy_(saved)
+        moved[layout] = float((after - before).abs().max())
+    assert moved["packed"] == 0.0
+    assert moved["grid"] > 1e-2
+
+
+def test_response_nll_sums_the_masked_targets_of_each_conversation(smoke_corpus):
+    from tiedlm_lib.evaluation import token_ce
+    from tiedlm_lib.sft import response_nll
+
+    model = tiny_model(vocab=smoke_corpus.tokenizer.get_vocab_size(), seq=64)
+    pairs = continuation_pairs(smoke_corpus.val_text["text"][:7])
+    for layout in ("grid", "packed"):
+        data = build(smoke_corpus.tokenizer, pairs, 64, layout)
+        s = response_nll(model, data, batch_size=3)
+        with torch.no_grad():  # by hand, one conversation at a time
+            for i in range(len(data)):
+                y = sft_targets(data.inputs[i:i + 1], "masked", data.starts[i:i + 1])[0]
+                ce = token_ce(model.eval()(data.inputs[i:i + 1]), y.clamp_min(0)[None])[0]
+                m = y != IGNORE
+                assert s.n_real[i] == int(m.sum()) > 0
+                assert s.sum_real[i] == pytest.approx(float(ce[m].sum()), rel=1e-5)
+        assert s.masked == pytest.approx(s.sum_real.sum() / s.n_real.sum())

@@ -177,6 +177,9 @@ class DataConfig:
     # "lm": pre-training on documents; "sft": conversations rendered prompt | response (tiedlm_lib.sft)
     task: str = "lm"
     sft_loss: str = "paper"  # "paper": the whole suffix, pad targets included; "masked": response tokens only
+    # "grid": the response at 3/4 of the length, pads between it and the prompt that it attends to (the paper);
+    # "packed": the response right after the prompt, pads only at the end (the corrected protocol; tiedlm_lib.sft)
+    sft_layout: str = "grid"
     conversations: str | None = None  # SFT: a minimind-format JSONL; None: a chat task derived from the corpus
 
     def __post_init__(self) -> None:
@@ -188,6 +191,7 @@ class DataConfig:
         _choice(self, "split", SPLITS)
         _choice(self, "task", ("lm", "sft"))
         _choice(self, "sft_loss", ("paper", "masked"))
+        _choice(self, "sft_layout", ("grid", "packed"))
         _check(0.0 < self.val_fraction < 1.0, f"DataConfig.val_fraction must be in (0, 1), got {self.val_fraction!r}")
         lo, hi = self.verses_per_doc
         _check(1 <= lo <= hi,

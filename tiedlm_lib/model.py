@@ -31,8 +31,10 @@ from .layout import Segment, parse_layout, split_segments
 class Attention(nn.Module):
     """Causal multi-head attention with one fused qkv projection (biases on), no key-padding mask.
 
-    Pads sit on the right, so real tokens never attend to them; pad positions attend to everything before them
-    (as in the original)."""
+    Where pads sit only on the right — pre-training documents, the corrected SFT protocol's packed layout — real
+    tokens never attend to them; pad positions attend to everything before them (as in the original). The paper's
+    grid SFT layout puts pads between the prompt and the response, and the response attends to those
+    (``tiedlm_lib.sft``; pinned by a test)."""
 
     def __init__(self, d: int, n_heads: int):
         super().__init__()

@@ -86,7 +86,7 @@ for sd in seeds:
     runs["multi-depth", sd] = get_run("v4", scale, sd)
     runs["sampled-depth", sd] = get_run(intervention_arm(single.config, "sampled", S.short_steps))
 MODELS = ["single-depth", "multi-depth", "sampled-depth"]
-K = runs["single-depth", seeds[0]].model.core_segments[0].iters
+K = runs["single-depth", seeds[0]].model.full_depth
 cfg0 = runs["single-depth", seeds[0]].config
 corpus = cached_corpus(cfg0.data)
 n_docs = len(corpus.val)

@@ -43,7 +43,7 @@ def test_schedule_call_order_on_a_looped_layout(schedule, k, core):
     p = plan(m.config.layout, schedule, k)
     assert p.budget == 5
     assert _calls(m, p) == ["S0", *core, "S1"]
-    assert p.applications == (k if schedule in ("prefix", "suffix") else 5)
+    assert p.writes == (k if schedule in ("prefix", "suffix") else 5)
 
 
 @pytest.mark.parametrize("schedule,k,calls", [
@@ -88,7 +88,7 @@ def test_frozen_re_adds_the_kth_update():
 def test_bad_schedules():
     with pytest.raises(ValueError, match="schedule must be one of"):
         plan("S A*3 S", "middle", 1)
-    with pytest.raises(ValueError, match="k must be an integer in 1..3"):
+    with pytest.raises(ValueError, match="applications must be an integer in 1..3"):
         plan("S A*3 S", "prefix", 4)
 
 

@@ -96,6 +96,13 @@ def test_cli_train_eval_and_errors(tmp_path, capsys):
     report = json.loads(next(tmp_path.glob("smoke/v3-*/eval.json")).read_text())
     assert [r["k"] for r in report["k_sweep"]] == [1, 2, 4, 8] and len(report["exit"]) == 12
     assert main(["eval", "v9", *args, "--set", "train.warmup=0", "--docs", "10"]) == 0  # loopless: one NLL
+    capsys.readouterr()
+    assert main(["eval", "v3", *args, "--set", "model.layout=S A*2 B*1 S", "--docs", "10"]) == 0  # unequal loops
+    out = capsys.readouterr().out
+    assert "the trained model (loops {'A': 2, 'B': 1})" in out and "exits not run" in out
+    report = json.loads(next(p for p in tmp_path.glob("smoke/v3-*/eval.json") if "k_sweep_every_loop" in
+                             p.read_text()).read_text())
+    assert [r["k"] for r in report["k_sweep_every_loop"]] == [1, 2] and "exit" not in report
     assert main(["info", "v5", "--scale", "paper"]) == 0 and "23,048,934" in capsys.readouterr().out
     assert main(["list"]) == 0
 

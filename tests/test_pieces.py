@@ -169,3 +169,37 @@ def test_a_new_estimator_is_one_entry_in_the_backprop_module(monkeypatch):
     assert all(p.grad is None for p in m.blocks["A"].parameters())
     assert m.blocks["S0"].attn.qkv.weight.grad.abs().sum() > 0
     torch.testing.assert_close(loss, lm_loss(m(x), y))
+
+
+def test_full_depth_is_the_trained_model_everywhere_on_an_unequal_loop_layout():
+    """On loops of unequal iteration counts, model(x) (the trained model), prefix(N) and speculative decoding agree;
+    model(x, depth=k) runs every loop k times, which prefix(k) (k core applications) is not; exits refuse by name."""
+    from tiedlm_lib.exits import collect_features
+    from tiedlm_lib.speculative import generate, plain_greedy
+
+    layout = "S A*3 B*3 C*2 D*2 S"
+    m = tiny_model(layout, dtype=torch.float64)
+    x = torch.randint(1, 37, (2, 10), generator=torch.Generator().manual_seed(0))
+    with torch.no_grad():
+        full = m(x)
+        torch.testing.assert_close(plan_logits(m, x, plan(layout, "prefix", budget(layout))), full, rtol=0, atol=1e-12)
+        assert budget(layout) == 10
+        assert (m(x, depth=3) - full).abs().max() > 1e-3  # every loop at 3 is not the trained 3/3/2/2
+        assert (m(x, depth=2) - plan_logits(m, x, plan(layout, "prefix", 2))).abs().max() > 1e-3
+        torch.testing.assert_close(plan_logits(m, x, plan(layout, "prefix", 2)), m.readout(m.coda(
+            m.apply(m.apply(m.prelude(m.embed(x)), "A", 0), "A", 1))), rtol=0, atol=1e-12)
+    with pytest.raises(ValueError, match=r"unequal iteration counts \(A 3, B 3, C 2, D 2\)"):
+        m.full_depth
+    with pytest.raises(ValueError, match="exits need a depth k whose last value is the trained model"):
+        collect_features(m, [EvalBatch(x, x, torch.arange(2))])
+    prompt = x[0, :4].tolist()
+    assert generate(m, prompt, 5, 1, 2)[0] == plain_greedy(m, prompt, 5)  # verified against the trained model
+    with torch.no_grad():  # plain greedy is the trained model's argmax
+        seq = list(prompt)
+        for _ in range(5):
+            seq.append(int(m(torch.tensor([seq]))[0, -1].argmax()))
+    assert plain_greedy(m, prompt, 5) == seq[len(prompt):]
+    equal = tiny_model("S A*3 S B*3 S", dtype=torch.float64)
+    assert equal.full_depth == 3
+    with torch.no_grad():
+        torch.testing.assert_close(equal(x, depth=equal.full_depth), equal(x), rtol=0, atol=1e-12)

@@ -198,19 +198,30 @@ def cmd_eval(args) -> None:
     r = get_run(run, root=args.runs, progress=True, train_if_missing=not args.no_train, device=args.device)
     corpus = prepare_corpus(run.data)
     model = r.model.to(args.device)
-    K = max(run.model.trained_depth.values(), default=None)
+    loops = run.model.trained_depth
     report: dict = {"run": run.name, "scale": run.scale, "seed": run.train.seed, "dir": str(r.dir)}
 
     def batches():
         return eval_batches(corpus.val, run.data.seq_len, run.train.batch_size, sampling=args.sampling,
                             n_docs=args.docs, seed=999)
 
-    if K is None:
-
+    if not loops or len(set(loops.values())) > 1:
+        # the trained model; with unequal loops (v14: 8/8/7/7) no depth k is it, so the sweep below is labelled as
+        # what it is and exits (judged against full depth = the last k) are not run
         stats = evaluate_nll(model, batches(), device=args.device)
         report["nll"] = stats.row()
+        print("the trained model" + (f" (loops {loops})" if loops else "") + ":")
         print(_table([stats.row()], ["nll_masked", "nll_with_pad", "pad_fraction", "real_tokens"]))
-    else:
+    if loops and len(set(loops.values())) > 1:
+        depths = wanted_depths or depth_grid(max(loops.values()))
+        ds = depth_stats(model, batches(), depths, args.device)
+        report["k_sweep_every_loop"] = ds.table()
+        print(f"every loop at k iterations (none of these is the trained model, whose loops differ: {loops}):")
+        print(_table(report["k_sweep_every_loop"], ["k", "nll_masked", "nll_with_pad", "pad_fraction",
+                                                    "maxprob_real"]))
+        print("exits not run: they are judged against full depth, which no single k is for this layout")
+    elif loops:
+        K = model.full_depth
         depths = wanted_depths or depth_grid(K, [2 * K])
         ds = depth_stats(model, batches(), depths, args.device)
         report["k_sweep"] = ds.table()

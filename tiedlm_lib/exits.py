@@ -68,10 +68,12 @@ class DepthFeatures:
 
 @torch.no_grad()
 def collect_features(model, batches: Iterable[EvalBatch]) -> DepthFeatures:
-    """Read out every depth 1..K (K: the first loop's trained depth; every loop at k) for every real target."""
-    K = model.core_segments[0].iters if model.loop_names else None
-    if K is None:
-        raise ValueError(f"layout {model.config.layout!r} has no tied loop: there is no depth to exit at")
+    """Read out every depth 1..K (every loop at k; K = ``model.full_depth``, so that depth K is the trained model
+    that exits are judged against; unequal-loop layouts are refused there) for every real target."""
+    try:
+        K = model.full_depth
+    except ValueError as e:
+        raise ValueError(f"exits need a depth k whose last value is the trained model: {e}") from None
     cols: dict[str, list] = {k: [] for k in ("nll", "top", "maxprob", "entropy", "kl", "change")}
     docs = []
     with eval_mode(model):

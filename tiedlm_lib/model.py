@@ -206,6 +206,22 @@ class TiedLM(nn.Module):
     def loop_names(self) -> list[str]:
         return [s.name for s in self.segments if s.kind == "loop"]
 
+    @property
+    def full_depth(self) -> int:
+        """The one ``depth`` at which ``model(x, depth=k)`` is the trained model ``model(x)``: the loops' common
+        iteration count. ``depth`` counts iterations of *every* loop, so a layout whose loops run unequal counts
+        (v14: A*8 B*8 C*7 D*7) has none; asking for it is refused by name. A schedule's k counts core applications
+        instead (``schedules.plan``; prefix(N) is the trained model for every layout)."""
+        counts = {s.name: s.iters for s in self.segments if s.kind == "loop"}
+        if not counts:
+            raise ValueError(f"layout {self.config.layout!r} has no tied loop, so it has no depth")
+        if len(set(counts.values())) > 1:
+            raise ValueError(f"layout {self.config.layout!r} has loops of unequal iteration counts "
+                             f"({', '.join(f'{n} {k}' for n, k in counts.items())}): no single depth k runs the "
+                             "trained model (depth k runs every loop k times); use model(x) for the trained model, "
+                             "or a schedule (tiedlm_lib.schedules) whose k counts core applications")
+        return next(iter(counts.values()))
+
     def alphas(self) -> dict[str, float]:
         return {n: float(self.blocks[n].alpha.detach()) for n in self.loop_names}
 

@@ -13,7 +13,11 @@ as in paper B's negative control on dense transformers.
   block) until N: N writes into the residual stream with k distinct computations. frozen(1) is the single-loop
   analogue of paper B's linchpin control, which repeat cannot express without an iteration embedding.
 
-A plan is data (block names, with ``REUSE`` for a re-added update), so tests can check the exact call order.
+A schedule's k counts **core applications** (paper B's k: block calls from the first loop on, bridges included),
+not iterations of a loop; the model's own ``depth`` (``TiedLM.forward``) runs every loop that many iterations. The two
+agree only for one loop and no bridge (prefix(k) = depth k there); the parameter is named ``applications`` so that the
+letters are not confused. A plan is data (block names, with ``REUSE`` for a re-added update), so tests can check the
+exact call order.
 """
 
 from __future__ import annotations
@@ -34,8 +38,13 @@ class Plan:
     core: tuple[str, ...]  # block names in application order; REUSE re-adds the previous update
     coda: tuple[str, ...]
     schedule: str
-    k: int
-    budget: int  # N: the core's length at full depth
+    applications: int  # paper B's k: the schedule's core applications (distinct ones, for repeat and frozen)
+    budget: int  # N: the core's length at full depth (the trained model)
+
+    @property
+    def k(self) -> int:
+        """Paper B's name for ``applications``."""
+        return self.applications
 
     @property
     def calls(self) -> list[str]:
@@ -43,14 +52,15 @@ class Plan:
         return [n for n in (*self.prelude, *self.core, *self.coda) if n != REUSE]
 
     @property
-    def applications(self) -> int:
+    def writes(self) -> int:
         """Writes into the residual stream by the core: calls plus re-added updates."""
         return len(self.core)
 
     @property
     def distinct(self) -> int:
         """Distinct computations in the core: each call at a distinct step of the full-depth sequence counts once."""
-        return len([n for n in self.core if n != REUSE]) - (self.budget - self.k if self.schedule == "repeat" else 0)
+        return len([n for n in self.core if n != REUSE]) - (self.budget - self.applications
+                                                             if self.schedule == "repeat" else 0)
 
 
 def split_layout(layout: str) -> tuple[list[Segment], list[str], list[Segment]]:
@@ -60,14 +70,16 @@ def split_layout(layout: str) -> tuple[list[Segment], list[str], list[Segment]]:
     return pre, [s.name for s in core for _ in range(s.iters)], coda
 
 
-def plan(layout: str, schedule: str, k: int) -> Plan:
-    """The plan of ``schedule`` at k distinct applications (1 <= k <= N)."""
+def plan(layout: str, schedule: str, applications: int) -> Plan:
+    """The plan of ``schedule`` at k = ``applications`` distinct core applications (1 <= k <= N, the core's length
+    in the trained model: ``plan(layout, "prefix", N)`` is the trained model)."""
     if schedule not in SCHEDULE_NAMES:
         raise ValueError(f"schedule must be one of {SCHEDULE_NAMES}, got {schedule!r}")
     pre, core, coda = split_layout(layout)
-    N = len(core)
+    N, k = len(core), applications
     if not isinstance(k, int) or isinstance(k, bool) or not 1 <= k <= N:
-        raise ValueError(f"k must be an integer in 1..{N} (the core of {layout!r} has {N} applications), got {k!r}")
+        raise ValueError(f"applications must be an integer in 1..{N} (the core of {layout!r} has {N} "
+                         f"applications), got {k!r}")
     if schedule == "prefix":
         seq = core[:k]
     elif schedule == "repeat":
@@ -89,7 +101,7 @@ def run_core(model, tokens: torch.Tensor, p: Plan) -> torch.Tensor:
     if p.prelude != tuple(s.name for s in model.prelude_segments) or p.coda != tuple(
             s.name for s in model.coda_segments) or p.budget != budget(model.config.layout) or not set(
             p.core) <= {*model.blocks, REUSE}:
-        raise ValueError(f"plan {p.schedule}({p.k}) was made for another layout than the model's "
+        raise ValueError(f"plan {p.schedule}({p.applications}) was made for another layout than the model's "
                          f"{model.config.layout!r}")
     z = model.prelude(model.embed(tokens))
     prev = z

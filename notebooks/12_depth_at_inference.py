@@ -55,9 +55,10 @@ from tiedlm_lib.exits import (
     confidence,
     curve,
     exit_depths,
-    ltt_threshold,
+    guarantee_splits,
     oracle_depths,
     outcome,
+    rate_minus_eps,
 )
 from tiedlm_lib.experiments import get_scale, intervention_arm
 from tiedlm_lib.lens import ProbeSpec, collect_states, fit_probe
@@ -221,39 +222,31 @@ rep.chart(alt.vconcat(
 #
 # For each model, seed, rule (max-prob, paper A's; the learned probe) and ε: `n_splits` random halvings of the pool
 # into calibration and test documents; Learn-then-Test (δ = `delta`, thresholds on a fixed grid) on the calibration
-# half; on the test half, the share of tokens whose exit disagrees with full depth and the average depth. A split whose
-# ε cannot be certified runs at full depth. The guarantee bounds the long-run disagreement rate; a finite test half
-# fluctuates around it, so if the guarantee holds about δ or fewer of the splits exceed ε on their test half. The
-# splits reuse one pool of documents (they are dependent): the share of violated splits is a check, not a test of
-# exact level. Hoeffding's bound is conservative: with few calibration documents even the latest exit may not be
-# certified, and the certified share is reported beside the depth.
+# half; on the test half, the share of tokens whose exit disagrees with full depth (with its standard error,
+# documents as the unit) and the average depth (`exits.guarantee_splits`). A split whose ε cannot be certified runs at
+# full depth. The guarantee bounds the long-run disagreement rate, not a finite test half's: Q9 therefore judges the
+# rate itself with its interval against ε (`exits.rate_minus_eps`), and the share of splits whose test half exceeded ε
+# is shown beside it as a description. The splits reuse one pool of documents (they are dependent); the interval
+# averages their standard errors, which is conservative for that. Hoeffding's bound is conservative too: with few
+# calibration documents even the latest exit may not be certified, and the certified share is reported beside the
+# depth.
 
 # %%
 grid = np.linspace(0.0, 1.0, 41)
 g_rows = []
 for (m, sd), f in features.items():
-    docs = np.unique(f.doc)
     rng = np.random.default_rng(sd)
     for rule in ("maxprob", "learned"):
         conf = probes_[m, sd].confidence(f) if rule == "learned" else confidence(f, rule)
         for eps in eps_grid:
-            for split in range(n_splits):
-                perm = rng.permutation(docs)
-                cal_docs, test_docs = perm[:len(docs) // 2], perm[len(docs) // 2:]
-                cal_m, test_m = np.isin(f.doc, cal_docs), np.isin(f.doc, test_docs)
-                tau, _ = ltt_threshold(f.select(cal_docs), conf[cal_m], grid, eps, delta, cfg0.data.seq_len)
-                ft = f.select(test_docs)
-                d = exit_depths(conf[test_m], tau) if tau is not None else np.full(len(ft.doc), K - 1)
-                dis = 1 - ft.agree[np.arange(len(d)), d].mean()
-                g_rows.append({"model": m, "seed": sd, "rule": rule, "eps": eps, "split": split,
-                               "certified": tau is not None, "tau": tau, "test disagreement": dis,
-                               "violated": dis > eps, "avg depth": d.mean() + 1})
+            g_rows += [{"model": m, "seed": sd, "rule": rule, "eps": eps, **r}
+                       for r in guarantee_splits(f, conf, grid, eps, delta, cfg0.data.seq_len, n_splits, rng)]
 guar = pd.DataFrame(g_rows)
 rep.table(guar, "guarantee_splits")
 cover = rep.table(guar.groupby(["model", "seed", "rule", "eps"], as_index=False).agg(
     splits=("split", "count"), certified=("certified", "mean"), violations=("violated", "sum"),
     violation_rate=("violated", "mean"), avg_depth=("avg depth", "mean"),
-    disagreement=("test disagreement", "mean")), "guarantee")
+    disagreement=("test disagreement", "mean"), disagreement_se=("test disagreement se", "mean")), "guarantee")
 cover.round(3)
 
 # %%
@@ -286,11 +279,10 @@ rep.chart(alt.hconcat(depth_chart.properties(width=260, height=200),
 #   the middle of `eps_grid` and δ: per seed its average depth on test documents (mean over splits, full depth where
 #   nothing was certified); *yes* if pooled over seeds it lies below 0.9·K, *no* if above (SESOI half an iteration),
 #   otherwise inconclusive.
-# * **Q9** — does the guarantee hold? A check of the guarantee per model, seed, rule and ε (each its own unit, since
-#   the guarantee is a statement about each calibration): *yes* if the share of splits whose test disagreement exceeds
-#   ε is at most δ in every unit; *no* if some unit's count is significantly above δ (one-sided binomial, p < 0.01
-#   divided by the units, Bonferroni); the splits reuse one pool of documents, so they are dependent and this is a
-#   check, not a test of exact level.
+# * **Q9** — does the guarantee hold on unseen documents? Per model, rule and ε (each its own unit) and seed, the test
+#   halves' disagreement rate minus ε, averaged over the splits, with its interval; pooled over seeds, *yes* if every
+#   unit's interval lies below 0 (the rate is below ε), *no* if some unit's lies above 0 (Bonferroni over units),
+#   inconclusive otherwise. The slack ε − rate is in the evidence: a large slack means a conservative guarantee.
 
 # %%
 mult = speed[speed.model == "multi-depth"]
@@ -305,9 +297,10 @@ eps_mid = eps_grid[len(eps_grid) // 2]
 single_mp = cover[(cover.model == "single-depth") & (cover.rule == "maxprob") & (cover.eps == eps_mid)]
 q8 = rep.judge(verdicts.q8({int(r["seed"]): float(r["avg_depth"]) for _, r in single_mp.iterrows()}, K, eps_mid,
                            delta, "single-depth (v3), max-prob"))
-q9 = rep.judge(verdicts.q9({f"{r['model']}/s{r['seed']}/{r['rule']}/eps{r['eps']:g}": (int(r["violations"]),
-                                                                                    int(r["splits"]))
-                            for _, r in cover.iterrows()}, delta))
+q9_rates: dict[str, dict] = {}
+for (m, sd, rule, eps), g in guar.groupby(["model", "seed", "rule", "eps"]):
+    q9_rates.setdefault(f"{m}/{rule}/eps{eps:g}", {})[int(sd)] = rate_minus_eps(g.to_dict("records"), eps)
+q9 = rep.judge(verdicts.q9(q9_rates, delta))
 
 # %% [markdown]
 # ## Results and what they mean
@@ -372,5 +365,6 @@ rep.prose("What this means", "Self-speculative decoding {q7_words} (Q7 {q7}; {q7
           q8_words={"yes": "saves at least a tenth of the depth", "no": "saves less than a tenth of the depth"}.get(
               q8["verdict"], "may or may not save a tenth of the depth: the pooled interval does not settle it"),
           q9_words={"yes": "held on unseen documents", "no": "failed on unseen documents"}.get(
-              q9["verdict"], "was exceeded on more than δ of the splits in some case, though not significantly"),
+              q9["verdict"], "could not be shown to hold on unseen documents in every case (some pooled interval "
+                             "reaches ε)"),
           n_earlier=str(sum(earlier)), n_seeds=str(len(earlier)))

@@ -144,3 +144,35 @@ def test_the_learned_exit_probe_ranks_agreeing_depths_higher():
     pos, neg = conf[g.agree], conf[~g.agree]
     auc = (pos[:, None] > neg[None, :1000]).mean()
     assert auc > 0.9 and math.isfinite(float(conf.sum()))
+
+
+def test_disagreement_rate_se_and_the_split_average_against_hand_computations():
+    from tiedlm_lib.exits import disagreement_rate, guarantee_splits, rate_minus_eps
+
+    rng = np.random.default_rng(3)
+    n_rows, K = 300, 4
+    doc = np.sort(rng.integers(0, 30, n_rows))
+    agree = rng.random((n_rows, K)) < np.array([0.6, 0.8, 0.9, 1.0])
+    z = np.zeros((n_rows, K))
+    f = DepthFeatures(z, agree, z, z, z, z, np.ones((n_rows, K), dtype=np.int64), doc)
+    depth_idx = rng.integers(0, K, n_rows)
+    rate, se = disagreement_rate(f, depth_idx)
+    dis = ~agree[np.arange(n_rows), depth_idx]
+    assert rate == pytest.approx(dis.mean())
+    # by hand: the delta-method SE of a ratio of per-document sums
+    docs = np.unique(doc)
+    d = np.array([dis[doc == i].sum() for i in docs])
+    n = np.array([(doc == i).sum() for i in docs])
+    m = len(docs)
+    assert se == pytest.approx(np.sqrt(m / (m - 1) * ((d - rate * n) ** 2).sum()) / n.sum())
+    # ... and close to a document bootstrap's SD
+    boot = [dis[np.concatenate([np.flatnonzero(doc == i) for i in rng.choice(docs, m)])].mean() for _ in range(2000)]
+    assert se == pytest.approx(np.std(boot), rel=0.15)
+    rows = guarantee_splits(f, np.tile(np.linspace(0, 1, K), (n_rows, 1)), np.linspace(0, 1, 5), 0.2, 0.1, 64, 4,
+                            np.random.default_rng(0))
+    assert len(rows) == 4 and all(r["test disagreement"] == 0.0 for r in rows if not r["certified"])
+    e = rate_minus_eps(rows, 0.2)
+    assert e.point == pytest.approx(np.mean([r["test disagreement"] for r in rows]) - 0.2)
+    assert e.hi - e.point == pytest.approx(1.959964 * np.mean([r["test disagreement se"] for r in rows]), rel=1e-5)
+    with pytest.raises(ValueError, match="at least 2 documents"):
+        disagreement_rate(f.select([docs[0]]), depth_idx[doc == docs[0]])

@@ -382,9 +382,15 @@ def test_q8_q9():
     check(V.q8({0: 10.0, 1: 12.0, 2: 11.0}, 16, 0.1, 0.1, "v3"), "yes", "Q8")
     check(V.q8({0: 15.5, 1: 16.0, 2: 15.8}, 16, 0.1, 0.1, "v3"), "no")
     check(V.q8({0: 10.0, 1: 16.0, 2: 14.0}, 16, 0.1, 0.1, "v3"), "inconclusive")
-    check(V.q9({"v3/s0": (3, 50), "v4/s0": (5, 50)}, 0.1), "yes", "Q9")
-    check(V.q9({"v3/s0": (20, 50)}, 0.1), "no")
-    check(V.q9({"v3/s0": (7, 50)}, 0.1), "inconclusive")
+    below, above = same(E(-0.02, -0.03, -0.01)), same(E(0.02, 0.01, 0.03))
+    j = check(V.q9({"v3/maxprob/eps0.1": below, "v4/maxprob/eps0.1": below}, 0.1), "yes", "Q9")
+    assert j.outcomes == {"v3/maxprob/eps0.1": "reproduced", "v4/maxprob/eps0.1": "reproduced"}
+    check(V.q9({"v3/maxprob/eps0.1": below, "v4/maxprob/eps0.1": above}, 0.1), "no")  # one unit above eps: no
+    check(V.q9({"v3/maxprob/eps0.1": seeds(E(-0.02, -0.03, -0.01), E(0.01, 0.0, 0.02), E(0.0, -0.01, 0.01))}, 0.1),
+          "inconclusive")
+    check(V.q9({"v3/maxprob/eps0.1": below, "v4/maxprob/eps0.1": same(NIL)}, 0.1), "inconclusive")  # one at eps
+    with pytest.raises(ValueError, match="Q9 needs at least one unit"):
+        V.q9({}, 0.1)
 
 
 def test_spread_lines_and_forest_rows_read_the_pooled_blocks():

@@ -30,6 +30,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from statistics import NormalDist
 
 import numpy as np
 import torch
@@ -37,7 +38,7 @@ import torch.nn.functional as F
 
 from .data import PAD_ID, EvalBatch
 from .model import eval_mode
-from .stats import bootstrap_indices
+from .stats import Estimate, bootstrap_indices
 
 CRITERIA = ("maxprob", "entropy", "kl", "state change", "stability")
 
@@ -252,3 +253,54 @@ def ltt_threshold(f: DepthFeatures, conf: np.ndarray, taus: Sequence[float], eps
             break  # fixed-sequence testing stops at the first null it cannot reject
         chosen = float(tau)
     return chosen, tests
+
+
+def disagreement_rate(f: DepthFeatures, depth_idx: np.ndarray) -> tuple[float, float]:
+    """The token-level share of rows whose exit at ``depth_idx`` disagrees with full depth, and its standard error
+    with documents as the independent unit (the ratio estimator's linearisation: u_i = d_i − rate·n_i per document,
+    SE² = m/(m−1)·Σu_i² / (Σn_i)² over m documents)."""
+    docs, pos = np.unique(f.doc, return_inverse=True)
+    m = len(docs)
+    if m < 2:
+        raise ValueError(f"a disagreement rate's standard error needs at least 2 documents, got {m}")
+    n = np.bincount(pos, minlength=m).astype(float)
+    d = np.bincount(pos, weights=(~f.agree[np.arange(len(depth_idx)), depth_idx]).astype(float), minlength=m)
+    rate = float(d.sum() / n.sum())
+    u = d - rate * n
+    return rate, float(math.sqrt(m / (m - 1) * (u ** 2).sum()) / n.sum())
+
+
+def guarantee_splits(f: DepthFeatures, conf: np.ndarray, taus: Sequence[float], eps: float, delta: float, n_max: int,
+                     n_splits: int, rng: np.random.Generator) -> list[dict]:
+    """``n_splits`` random halvings of ``f``'s documents into calibration and test documents: Learn-then-Test
+    (``ltt_threshold``) on the calibration half; on the test half the exit's disagreement rate with its
+    document-clustered SE (``disagreement_rate``), whether it exceeds ε, and the average depth. A split whose ε cannot
+    be certified runs at full depth (rate 0)."""
+    if n_splits < 1:
+        raise ValueError(f"n_splits must be a positive integer, got {n_splits!r}")
+    if conf.shape != f.nll.shape:
+        raise ValueError(f"conf must hold one confidence per row and depth, shape {f.nll.shape}, got {conf.shape}")
+    docs = np.unique(f.doc)
+    rows = []
+    for split in range(n_splits):
+        perm = rng.permutation(docs)
+        cal_docs, test_docs = perm[:len(docs) // 2], perm[len(docs) // 2:]
+        cal_m, test_m = np.isin(f.doc, cal_docs), np.isin(f.doc, test_docs)
+        tau, _ = ltt_threshold(f.select(cal_docs), conf[cal_m], taus, eps, delta, n_max)
+        ft = f.select(test_docs)
+        d = exit_depths(conf[test_m], tau) if tau is not None else np.full(len(ft.doc), f.K - 1)
+        rate, se = disagreement_rate(ft, d)
+        rows.append({"split": split, "certified": tau is not None, "tau": tau, "test disagreement": rate,
+                     "test disagreement se": se, "violated": rate > eps, "avg depth": float(d.mean() + 1)})
+    return rows
+
+
+def rate_minus_eps(rows: Sequence[dict], eps: float, level: float = 0.95) -> Estimate:
+    """The test-half disagreement rate minus ε, averaged over calibration splits, with an interval that is
+    conservative for the splits' dependence: the mean of the rates ± z·(the mean of their SEs), which bounds the SE
+    of a mean of correlated estimates from above (the SD of a mean is at most the mean of the SDs)."""
+    if not rows:
+        raise ValueError("rate_minus_eps needs at least one split")
+    pt = float(np.mean([r["test disagreement"] for r in rows])) - eps
+    half = float(NormalDist().inv_cdf(0.5 + level / 2) * np.mean([r["test disagreement se"] for r in rows]))
+    return Estimate(pt, pt - half, pt + half, level)

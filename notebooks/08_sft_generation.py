@@ -196,7 +196,8 @@ rep.chart(gc, "generation_measures")
 #   minus the PT model's, pooled over the training seeds, lies above 0; not reproduced if it lies below 0 or inside
 #   ±0.05 nats (the SESOI for depth and readout quality: a cost too small to matter); inconclusive otherwise.
 #   Corrected: the same for the corrected SFT (response-only loss, packed layout), whose row also says what the
-#   pair implies about the paper's attribution of the cost to SFT (computed from the two verdicts). Sizes relative to the PT NLL beside the paper's
+#   pair implies about the paper's attribution of the cost to SFT (computed from the two verdicts). Sizes relative
+#   to the PT NLL beside the paper's
 #   (+0.4 on 2.51).
 # * **A20** — pre-trained-only models never emit pad and generate better. Only the first half is measurable, and it
 #   decides the verdict: a count over every seed's PT samples, *reproduced* when none holds a pad, *not reproduced*

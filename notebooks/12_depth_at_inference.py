@@ -54,7 +54,6 @@ from tiedlm_lib.exits import (
     collect_features,
     confidence,
     curve,
-    exit_depths,
     guarantee_splits,
     oracle_depths,
     outcome,

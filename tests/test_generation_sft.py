@@ -15,8 +15,17 @@ from tiedlm_lib import experiment
 from tiedlm_lib.benchmark import draw, implied_pad_nll, kendall_tau, seen_in_training, suffix_nll, suffix_start
 from tiedlm_lib.data import PAD_ID, TokenDocs
 from tiedlm_lib.generate import SamplingConfig, apply_penalty, distinct_n, filter_logits, generate, repetition_rate
-from tiedlm_lib.sft import (IGNORE, IM_END, IM_START, SFTStream, build, continuation_pairs, render, response_start,
-                           sft_targets)
+from tiedlm_lib.sft import (
+    IGNORE,
+    IM_END,
+    IM_START,
+    SFTStream,
+    build,
+    continuation_pairs,
+    render,
+    response_start,
+    sft_targets,
+)
 from tiedlm_lib.training import train
 
 

@@ -189,7 +189,7 @@ def test_full_depth_is_the_trained_model_everywhere_on_an_unequal_loop_layout():
         torch.testing.assert_close(plan_logits(m, x, plan(layout, "prefix", 2)), m.readout(m.coda(
             m.apply(m.apply(m.prelude(m.embed(x)), "A", 0), "A", 1))), rtol=0, atol=1e-12)
     with pytest.raises(ValueError, match=r"unequal iteration counts \(A 3, B 3, C 2, D 2\)"):
-        m.full_depth
+        _ = m.full_depth
     with pytest.raises(ValueError, match="exits need a depth k whose last value is the trained model"):
         collect_features(m, [EvalBatch(x, x, torch.arange(2))])
     prompt = x[0, :4].tolist()

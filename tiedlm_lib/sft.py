@@ -18,10 +18,10 @@ The response starts at ``SFTData.starts`` (P in the grid; the prompt's length wh
 * ``"masked"``: the CE on response tokens only (targets that are real response tokens or its ``<|im_end|>``).
 
 The corrected protocol is ``"masked"`` loss on the ``"packed"`` layout (``registry.sft_run``); the paper's is
-``"paper"`` on ``"grid"``. Positions without loss carry the target −100 (ignored). Conversations come from minimind's JSONL at paper scale, or
-at smoke/cpu scale from a task derived from the embedded corpus: the assistant completes a training passage with its
-last words (half of them, at most ten) and the user turn is the rest — a continuation task in chat format, so the
-response has the corpus's own statistics, SFT changes the *format* the model is trained on as the paper's grid SFT
+``"paper"`` on ``"grid"``. Positions without loss carry the target −100 (ignored). Conversations come from
+minimind's JSONL at paper scale, or at smoke/cpu scale from a task derived from the embedded corpus: the assistant
+completes a training passage with its last words (half of them, at most ten) and the user turn is the rest — a
+continuation task in chat format, so the response has the corpus's own statistics, SFT changes the *format* the model is trained on as the paper's grid SFT
 did, and short replies leave pad targets in the suffix as the paper's grids did.
 """
 

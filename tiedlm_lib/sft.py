@@ -21,8 +21,9 @@ The corrected protocol is ``"masked"`` loss on the ``"packed"`` layout (``regist
 ``"paper"`` on ``"grid"``. Positions without loss carry the target −100 (ignored). Conversations come from
 minimind's JSONL at paper scale, or at smoke/cpu scale from a task derived from the embedded corpus: the assistant
 completes a training passage with its last words (half of them, at most ten) and the user turn is the rest — a
-continuation task in chat format, so the response has the corpus's own statistics, SFT changes the *format* the model is trained on as the paper's grid SFT
-did, and short replies leave pad targets in the suffix as the paper's grids did.
+continuation task in chat format, so the response has the corpus's own statistics, SFT changes the *format* the
+model is trained on as the paper's grid SFT did, and short replies leave pad targets in the suffix as the paper's
+grids did.
 """
 
 from __future__ import annotations

@@ -7,6 +7,7 @@ every condition, so a difference's CI reflects only how the conditions differ on
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -80,6 +81,24 @@ def paired_diff(a: NLLStats, b: NLLStats, metric: str = "masked", n_boot: int = 
     return Estimate(value(a, metric) - value(b, metric), float(np.quantile(d, q)), float(np.quantile(d, 1 - q)), level)
 
 
+def selected_diff(a: Sequence[NLLStats], b: Sequence[NLLStats], metric: str = "masked", n_boot: int = 2000,
+                  seed: int = 0, level: float = 0.95) -> Estimate:
+    """min_j NLL(a_j) − min_j NLL(b_j) with a paired document-bootstrap percentile interval in which **each minimum
+    is re-taken in every replicate**: a best depth chosen on the same documents the interval resamples is part of
+    what the interval covers, instead of being held fixed at the full sample's choice (which would leave the
+    selection's optimism out of the interval). A side of one candidate is a plain NLL (``[stats.nll(1)]``)."""
+    if not a or not b:
+        raise ValueError("selected_diff needs at least one candidate on each side")
+    for c in (*a[1:], *b):
+        _check_paired(a[0], c)
+    idx = bootstrap_indices(len(a[0].doc_index), n_boot, seed)
+    best = lambda side: np.min([replicates(c, idx, metric) for c in side], axis=0)  # noqa: E731
+    d = best(a) - best(b)
+    q = (1 - level) / 2
+    point = min(value(c, metric) for c in a) - min(value(c, metric) for c in b)
+    return Estimate(point, float(np.quantile(d, q)), float(np.quantile(d, 1 - q)), level)
+
+
 def mean_ci(s: NLLStats, metric: str = "masked", n_boot: int = 2000, seed: int = 0, level: float = 0.95) -> Estimate:
     r = replicates(s, bootstrap_indices(len(s.doc_index), n_boot, seed), metric)
     q = (1 - level) / 2
@@ -99,11 +118,16 @@ def group_diff(s: NLLStats, in_group: np.ndarray, metric: str = "masked", n_boot
     num, den = _num_den(s, metric)
     idx = bootstrap_indices(len(g), n_boot, seed)
     w_in, w_out = g[idx], ~g[idx]
-    rep = ((num[idx] * w_out).sum(1) / np.maximum((den[idx] * w_out).sum(1), 1)
-           - (num[idx] * w_in).sum(1) / np.maximum((den[idx] * w_in).sum(1), 1))
+    d_in, d_out = (den[idx] * w_in).sum(1), (den[idx] * w_out).sum(1)
+    with np.errstate(invalid="ignore", divide="ignore"):  # a replicate that drew no row of a group has no NLL there
+        rep = (num[idx] * w_out).sum(1) / d_out - (num[idx] * w_in).sum(1) / d_in
+    rep[(d_in == 0) | (d_out == 0)] = np.nan
+    if np.isnan(rep).mean() > 0.01:
+        raise ValueError(f"{np.isnan(rep).mean():.1%} of the replicates drew no row (or no target) of one group: "
+                         "the group is too small for a row bootstrap")
     point = float(num[~g].sum() / den[~g].sum() - num[g].sum() / den[g].sum())
     q = (1 - level) / 2
-    return Estimate(point, float(np.quantile(rep, q)), float(np.quantile(rep, 1 - q)), level)
+    return Estimate(point, float(np.nanquantile(rep, q)), float(np.nanquantile(rep, 1 - q)), level)
 
 
 def interpolate(lo: NLLStats, hi: NLLStats, w: float) -> NLLStats:

@@ -3,8 +3,16 @@ import pytest
 
 from tiedlm_lib.analysis import monotone_nonincreasing, saturation_depth, sweep_depths, uniform_at
 from tiedlm_lib.evaluation import DepthStats, NLLStats
-from tiedlm_lib.stats import (bootstrap_indices, group_diff, interpolate, mean_ci, paired_diff, replicates,
-                              selected_diff, value)
+from tiedlm_lib.stats import (
+    bootstrap_indices,
+    group_diff,
+    interpolate,
+    mean_ci,
+    paired_diff,
+    replicates,
+    selected_diff,
+    value,
+)
 
 
 def _stats(seed=0, n=40, shift=0.0):

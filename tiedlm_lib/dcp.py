@@ -134,16 +134,6 @@ def decomposition_terms(v: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
             **out}
 
 
-def readout_share(conditions: dict[tuple, Condition], k_min: int, k_max: int, probe: str = "head/diagonal",
-                  n_boot: int = 5000, seed: int = 0) -> dict[str, Estimate]:
-    """The naive prefix gap, the gap after recalibration, their difference and its share of the gap."""
-    c_min, c_max = conditions["prefix", k_min], conditions["prefix", k_max]
-    return bootstrap_terms({"min": c_min.raw, "max": c_max.raw, "cal_min": c_min.calibrated[probe],
-                            "cal_max": c_max.calibrated[probe]},
-                           lambda v: calibration_terms(v["min"] - v["max"], v["cal_min"] - v["cal_max"]),
-                           n_boot, seed)
-
-
 def decompose(conditions: dict[tuple, Condition], k_min: int, k_mid: int, k_max: int, control: str = "repeat",
               probe: str = "head/diagonal", n_boot: int = 5000, seed: int = 0) -> dict[str, Estimate]:
     """The decomposition from ``evaluate_schedules`` output (which must hold prefix and ``control`` at the ks)."""

@@ -412,7 +412,7 @@ def _refit_nll(readout: Readout, spec: ProbeSpec, cal: tuple[States, States], ev
 
 
 def calibration_share(model, spec: ProbeSpec, cal: tuple[States, States], ev: tuple[States, States],
-                      n_refit: int = 10, n_boot: int = 2000, seed: int = 0, level: float = 0.95, centre: bool = True,
+                      n_refit: int = 30, n_boot: int = 2000, seed: int = 0, level: float = 0.95, centre: bool = True,
                       **fit_kw) -> tuple[dict[str, Any], tuple[FittedProbe, FittedProbe]]:
     """The share of the gap NLL(k_min) − NLL(k_max) that ``spec`` recovers, each depth with its own probe (as paper
     B), from calibration and evaluation states at (k_min, k_max). The CI includes the fit's own uncertainty:
@@ -440,8 +440,23 @@ def calibration_share(model, spec: ProbeSpec, cal: tuple[States, States], ev: tu
         raise ValueError("both depths need the same calibration documents and the same evaluation documents")
     if np.intersect1d(docs[0], raw[0].doc_index).size:
         raise ValueError("calibration and evaluation documents overlap: fit on documents disjoint from the evaluation")
+    if not isinstance(n_refit, int) or n_refit < 0:
+        raise ValueError(f"n_refit must be a non-negative integer, got {n_refit!r}")
     refits = _refit_nll(readout, spec, cal, ev, fits, docs[0], n_refit, seed, fit_kw)
+    return share_interval(tuple(raw), tuple(point), refits, n_boot, seed, level, centre), fits
+
+
+def share_interval(raw: tuple[NLLStats, NLLStats], point: tuple[NLLStats, NLLStats],
+                   refits: Sequence[Sequence[NLLStats]], n_boot: int = 2000, seed: int = 0, level: float = 0.95,
+                   centre: bool = True) -> dict[str, Any]:
+    """The share's terms with their intervals from per-document NLLs on the evaluation documents: ``raw`` (k_min,
+    k_max) without a probe, ``point`` with the probes fitted on every calibration document, ``refits`` with probes
+    refitted on bootstrap resamples of the calibration documents (``calibration_share``'s model-free part, so that
+    its coverage can be simulated). Replicate i resamples the evaluation documents and uses refit i mod R, centred
+    by the refits' mean shift (see ``calibration_share``)."""
+    n_refit = len(refits)
     idx = bootstrap_indices(len(raw[0].doc_index), n_boot, seed)
+
     def on_every_document(cal_nll):
         return _share_terms(*(np.float64(value(s)) for s in (*raw, *cal_nll)))
 
@@ -450,12 +465,12 @@ def calibration_share(model, spec: ProbeSpec, cal: tuple[States, States], ev: tu
     shifts = [{k: float(v - est[k]) for k, v in on_every_document(r).items()} for r in refits]
     mean_shift = {k: float(np.mean([sh[k] for sh in shifts])) if shifts else 0.0 for k in est}
     bias = mean_shift if centre else dict.fromkeys(est, 0.0)
-    reps = {k: np.empty(n_boot) for k in est}
-    for i in range(n_boot):
-        cal_i = refits[i % n_refit] if n_refit else point
-        one = _share_terms(*(replicates(s, idx[i:i + 1])[0] for s in (*raw, *cal_i)))
-        for k, v in one.items():
-            reps[k][i] = v - bias[k]
+    raw_reps = [replicates(s, idx) for s in raw]
+    cal_reps = [[replicates(s, idx) for s in r] for r in refits] if n_refit else [[replicates(s, idx) for s in point]]
+    pick = np.arange(n_boot) % len(cal_reps)  # replicate i uses refit i mod R
+    cal_i = [np.stack([c[j] for c in cal_reps])[pick, np.arange(n_boot)] for j in range(2)]
+    one = _share_terms(*raw_reps, *cal_i)
+    reps = {k: np.asarray(one[k], dtype=np.float64) - bias[k] for k in est}
     q = (1 - level) / 2
 
     def interval(k, r):
@@ -470,7 +485,7 @@ def calibration_share(model, spec: ProbeSpec, cal: tuple[States, States], ev: tu
     if n_refit:
         sh = [x["calibration share"] for x in shifts]
         out["refit shift"] = Estimate(float(np.mean(sh)), min(sh), max(sh), 1.0)
-    return out, fits
+    return out
 
 
 def data_curve(model, spec: ProbeSpec, pool: tuple[States, States], ev: tuple[States, States],
@@ -497,7 +512,7 @@ def data_curve(model, spec: ProbeSpec, pool: tuple[States, States], ev: tuple[St
 
 
 def share_by_probe(model, cal_batches, eval_batches, k_min: int, k_max: int | None = None,
-                   probes: Sequence[ProbeSpec] | None = None, schedule: str = "prefix", n_refit: int = 10,
+                   probes: Sequence[ProbeSpec] | None = None, schedule: str = "prefix", n_refit: int = 30,
                    n_boot: int = 2000, seed: int = 0, replicates: dict[str, ShareReplicates] | None = None,
                    **fit_kw) -> list[dict]:
     """The calibration share of the gap NLL(k_min) − NLL(k_max) under ``schedule`` for every probe (placement ×

@@ -96,6 +96,7 @@ save-runs:
 	@n=0; p=0; for d in runs/$(SCALE)/*/; do \
 	  if [ -f "$$d/result.json" ] && [ -f "$$d/model.safetensors" ]; then \
 	    git add -f "$$d/model.safetensors" "$$d/config.json" "$$d/result.json" "$$d/metrics.jsonl" && n=$$((n+1)); \
+	    if [ -d "$$d/derived" ]; then git add -f "$$d/derived"; fi; \
 	    git rm -q --cached --ignore-unmatch "$$d/checkpoint.safetensors"; \
 	  elif [ "$(PARTIAL)" = 1 ] && [ -f "$$d/checkpoint.safetensors" ]; then \
 	    git add -f "$$d/checkpoint.safetensors" "$$d/config.json" "$$d/metrics.jsonl" && p=$$((p+1)); \

@@ -78,6 +78,7 @@ from tiedlm_lib.data import PAD_ID, eval_batches
 from tiedlm_lib.dcp import decompose, evaluate_schedules, split_documents
 from tiedlm_lib.experiments import get_scale, intervention_arm, section_overrides
 from tiedlm_lib.lens import ProbeSpec, all_probes, collect_states, data_curve, paired_share_difference, share_by_probe
+from tiedlm_lib.memo import memoised
 from tiedlm_lib.report import Report, seed_color, stroke_dash
 from tiedlm_lib.reported import reported
 from tiedlm_lib.schedules import budget, plan
@@ -139,6 +140,22 @@ def doc_sets(run, seed):
     make = lambda idx: (lambda: eval_batches(corpus.val, run.data.seq_len, run.train.batch_size,  # noqa: E731
                                              indices=idx))
     return tuple(make(idx) for idx in doc_sets_idx(run, seed))
+
+
+def probe_shares(r, seed, k_min, k_max, probes, schedule="prefix"):
+    """``lens.share_by_probe`` on the run's calibration and evaluation documents, with its replicates. With 30
+    refits this is the section's long part, so each result is kept beside the run (``tiedlm_lib.memo``: keyed by
+    every argument and the library's code) and an interrupted execution resumes at the first one not yet kept."""
+    cal_idx, ev_idx = doc_sets_idx(r.config, seed)
+    key = {"cal": cal_idx, "ev": ev_idx, "k_min": k_min, "k_max": k_max, "probes": [p.name for p in probes],
+           "schedule": schedule, "n_refit": n_refit, "n_boot": probe_boot, "seed": seed, "fit": PROBE_FIT}
+
+    def compute():
+        cal_b, ev_b = doc_sets(r.config, seed)
+        reps = {}
+        return share_by_probe(r.model, cal_b, ev_b, k_min, k_max, probes=probes, schedule=schedule, n_refit=n_refit,
+                              n_boot=probe_boot, seed=seed, replicates=reps, **PROBE_FIT), reps
+    return memoised(r.dir, "probe_shares", key, compute)
 
 
 def single_loop(layout):
@@ -273,12 +290,8 @@ probe_rows, share_reps = [], {}  # share_reps[model, seed][probe]: the share's r
 for m in SINGLE:
     for seed in seeds:
         r = runs[m, seed]
-        cal_b, ev_b = doc_sets(r.config, seed)
-        share_reps[m, seed] = {}
-        for row in share_by_probe(r.model, cal_b, ev_b, 1, budget(r.config.model.layout), probes=FAMILY,
-                                  n_refit=n_refit, n_boot=probe_boot, seed=seed, replicates=share_reps[m, seed],
-                                  **PROBE_FIT):
-            probe_rows.append({"model": m, "seed": seed, **row})
+        rows_, share_reps[m, seed] = probe_shares(r, seed, 1, budget(r.config.model.layout), FAMILY)
+        probe_rows += [{"model": m, "seed": seed, **row} for row in rows_]
 probe = rep.table(pd.DataFrame(probe_rows), "probe_shares")
 probe[["model", "seed", "probe", "share", "share lo", "share hi", "share lo uncentred", "share hi uncentred",
        "refit shift", "refit shift min", "refit shift max", "raw gap", "calibrated gap", "lambda k_min",
@@ -415,9 +428,7 @@ for seed in seeds:
                                                    intervention_lr))
 iv_rows = []
 for (arm, seed), r in arms.items():
-    cal_b, ev_b = doc_sets(r.config, seed)
-    rows_ = share_by_probe(r.model, cal_b, ev_b, 1, N0, probes=[ProbeSpec.parse(p) for p in PAPER_B],
-                           n_refit=n_refit, n_boot=probe_boot, seed=seed, **PROBE_FIT)
+    rows_, _ = probe_shares(r, seed, 1, N0, [ProbeSpec.parse(p) for p in PAPER_B])
     t = next(x for x in rows_ if x["probe"] == "head/temperature")
     for x in rows_:
         iv_rows.append({"arm": arm, "seed": seed, "calibration": x["probe"], "raw gap": x["raw gap"],
@@ -534,13 +545,9 @@ B_PROBES = ("head/diagonal", headline)
 neg_rows, dense_reps = [], {}  # dense_reps[gap, seed][probe]: replicates on the same evaluation documents
 for sd in seeds:
     rd = runs["dense (vanilla)", sd]
-    cal_b, ev_b = doc_sets(rd.config, sd)
     for gap, (k0, _) in DENSE_GAPS.items():
-        dense_reps[gap, sd] = {}
-        neg_rows += [{"seed": sd, "dense gap": gap, **x}
-                     for x in share_by_probe(rd.model, cal_b, ev_b, k0, L_dense,
-                                             probes=[ProbeSpec.parse(p) for p in B_PROBES], n_refit=n_refit,
-                                             n_boot=probe_boot, seed=sd, replicates=dense_reps[gap, sd], **PROBE_FIT)]
+        rows_, dense_reps[gap, sd] = probe_shares(rd, sd, k0, L_dense, [ProbeSpec.parse(p) for p in B_PROBES])
+        neg_rows += [{"seed": sd, "dense gap": gap, **x} for x in rows_]
 neg = rep.table(pd.DataFrame(neg_rows), "negative_control")
 dense_share = {(gap, p): {int(r["seed"]): Estimate(r["share"], r["share lo"], r["share hi"])
                           for _, r in neg[(neg.probe == p) & (neg["dense gap"] == gap)].iterrows()}

@@ -176,3 +176,32 @@ def test_disagreement_rate_se_and_the_split_average_against_hand_computations():
     assert e.hi - e.point == pytest.approx(1.959964 * np.mean([r["test disagreement se"] for r in rows]), rel=1e-5)
     with pytest.raises(ValueError, match="at least 2 documents"):
         disagreement_rate(f.select([docs[0]]), depth_idx[doc == docs[0]])
+
+
+def test_ltt_certifies_a_risk_just_under_eps_at_level_delta_where_an_uncertified_rule_does_not():
+    """Many calibration draws from a population whose exit disagreement rates are known exactly: thresholds τ
+    (here: exits 0..3) with true rates 0.30, 0.105, 0.08 and 0.02 against ε = 0.10. Learn-then-Test may pick an exit
+    whose true rate exceeds ε in at most δ of the draws; "pick the earliest exit whose calibration rate is below ε"
+    (no guarantee) picks exit 1 (true rate 0.105, just above ε) in about a third of them."""
+    from tiedlm_lib.exits import exit_depths, ltt_threshold
+
+    rates = np.array([0.30, 0.105, 0.08, 0.02])  # exit at depth index 0..3 (the last is full depth here: 0.02)
+    eps, delta, n_docs, per_doc = 0.10, 0.1, 40, 10
+    taus = [0.9, 0.6, 0.3, 0.0]  # confidence per depth index j is j / 3: τ 0.9 exits at 3, 0.6 at 2, 0.3 at 1, 0 at 0
+    rng = np.random.default_rng(0)
+    ltt_bad = naive_bad = 0
+    draws = 300
+    for _ in range(draws):
+        n = n_docs * per_doc
+        doc = np.repeat(np.arange(n_docs), per_doc)
+        agree = rng.random((n, 4)) >= rates  # row disagrees at exit j with probability rates[j]
+        z = np.zeros((n, 4))
+        f = DepthFeatures(z, agree, z, z, z, z, np.ones((n, 4), dtype=np.int64), doc)
+        conf = np.tile(np.arange(4) / 3.0, (n, 1))
+        tau, _ = ltt_threshold(f, conf, taus, eps, delta, per_doc)
+        chosen = None if tau is None else int(exit_depths(conf[:1], tau)[0])
+        ltt_bad += chosen is not None and rates[chosen] > eps
+        naive = [t for t in sorted(taus) if 1 - agree[np.arange(n), exit_depths(conf, t)].mean() <= eps]
+        naive_bad += bool(naive) and rates[int(exit_depths(conf[:1], naive[0])[0])] > eps
+    assert ltt_bad / draws <= delta
+    assert naive_bad / draws > 2 * delta

@@ -127,3 +127,53 @@ def test_selected_diff_retakes_the_minimum_in_every_replicate():
     shuffled.doc_index = shuffled.doc_index[::-1].copy()
     with pytest.raises(ValueError, match="same documents"):
         selected_diff([a1, shuffled], [b])
+
+
+def test_kendall_tau_b_matches_scipy_with_ties():
+    from scipy.stats import kendalltau
+
+    from tiedlm_lib.benchmark import kendall_tau
+
+    rng = np.random.default_rng(0)
+    for _ in range(20):
+        a, b = rng.integers(0, 4, 9).astype(float), rng.integers(0, 3, 9).astype(float)  # many ties on both sides
+        if len(set(a)) > 1 and len(set(b)) > 1:
+            assert kendall_tau(a, b) == pytest.approx(kendalltau(a, b, variant="b").statistic, abs=1e-12)
+    assert kendall_tau([1, 1, 2, 3], [1, 2, 2, 3]) == pytest.approx(kendalltau([1, 1, 2, 3], [1, 2, 2, 3]).statistic)
+
+
+def _depth_stats(seed=0, n_docs=30, T=6):
+    """DepthStats at depths 1, 2, 4 with per-position CE falling with depth and random pads."""
+    g = np.random.default_rng(seed)
+    ce = np.stack([g.gamma(2.0, s, (n_docs, T)) for s in (2.0, 1.5, 1.0)])  # (depths, docs, T)
+    real = g.random((n_docs, T)) < 0.7
+    real[:, 0] = True
+    return DepthStats([1, 2, 4], ce, g.random(ce.shape), real, np.arange(n_docs), np.zeros(n_docs, int))
+
+
+def test_depth_gap_is_shallow_minus_deep_against_a_hand_computation():
+    from tiedlm_lib.analysis import depth_gap
+
+    st = _depth_stats()
+    by_hand = [float((st.ce[j] * st.real).sum() / st.real.sum()) for j in (0, 2)]  # token means over real targets
+    g = depth_gap(st, 1, 4, "masked", n_boot=300)
+    assert g.point == pytest.approx(by_hand[0] - by_hand[1]) and g.point > 0 and g.lo > 0  # shallow is worse
+    assert depth_gap(st, 4, 1, "masked", n_boot=300).point == pytest.approx(-g.point)  # the sign follows the order
+    pad = depth_gap(st, 1, 4, "with_pad", n_boot=300)
+    assert pad.point == pytest.approx(float(st.ce[0].mean() - st.ce[2].mean()))
+
+
+def test_exit_vs_uniform_is_exit_minus_uniform_at_the_same_average_depth():
+    from tiedlm_lib.analysis import exit_vs_uniform
+    from tiedlm_lib.evaluation import exit_nll
+
+    st = _depth_stats(1)
+    for fb in ("paper", "final"):
+        for r in exit_vs_uniform(st, [0.3, 0.6], fb, n_boot=200):
+            ex = exit_nll(st, r["tau"], fb)
+            assert r["exit_minus_uniform_masked"] == pytest.approx(value(ex, "masked")
+                                                                    - value(uniform_at(st, r["avg_k_real"]), "masked"))
+            assert r["exit_minus_uniform_with_pad"] == pytest.approx(
+                value(ex, "with_pad") - value(uniform_at(st, r["avg_k_all"]), "with_pad"))
+            lo, hi = r["ci_masked"]
+            assert lo <= r["exit_minus_uniform_masked"] <= hi

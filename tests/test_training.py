@@ -275,3 +275,68 @@ def test_bad_backprop_specs(spec):
         TrainConfig(backprop=spec)
     with pytest.raises(ValueError, match="backprop must be one of"):
         tiny_model()(_batch()[0], backprop=spec)
+
+
+def test_train_step_applies_the_schedule_clipping_and_weight_decay_as_a_hand_stepped_adamw(smoke_corpus):
+    """Four steps of ``train_step`` (warm-up 2, cosine after it, clipping active, weight decay 0.1) against AdamW
+    stepped by hand from the same gradients: the learning rate written from the schedule's formula (not ``lr_at``),
+    the gradients clipped by their global norm, the decay decoupled (p ← p − lr·wd·p)."""
+    import copy
+
+    from tiedlm_lib.training import build, make_stream, train_step
+
+    run = _smoke(steps=10, warmup=2, clip=0.05, weight_decay=0.1, lr=3e-3, lr_min=3e-4)
+    cfg = run.train
+    model, opt = build(run, torch.device("cpu"))
+    assert opt.param_groups[0]["weight_decay"] == 0.1 and opt.param_groups[0]["betas"] == cfg.betas
+    ref = copy.deepcopy(model)
+    params = [p for p in ref.parameters()]
+    m = [torch.zeros_like(p, dtype=torch.float64) for p in params]
+    v = [torch.zeros_like(p, dtype=torch.float64) for p in params]
+    w = [p.detach().double().clone() for p in params]
+    w0 = [wi.clone() for wi in w]
+    stream = make_stream(run, smoke_corpus)
+    b1, b2 = cfg.betas
+    clipped = 0
+    for step in range(4):
+        x, y = stream.next()
+        res = train_step(model, opt, x, y, cfg, step, torch.device("cpu"))
+        lr = cfg.lr * step / 2 if step < 2 else (
+            cfg.lr_min + (cfg.lr - cfg.lr_min) * 0.5 * (1 + math.cos(math.pi * (step - 2) / (cfg.steps - 2))))
+        assert opt.param_groups[0]["lr"] == pytest.approx(lr, rel=1e-12)
+        ref.zero_grad(set_to_none=True)
+        with torch.no_grad():
+            for p, wi in zip(params, w):
+                p.copy_(wi)
+        loss, _ = supervised_loss(ref, x, y, cfg)
+        loss.backward()
+        g = [p.grad.double() for p in params]
+        norm = math.sqrt(sum(float((gi ** 2).sum()) for gi in g))
+        assert res.grad_norm == pytest.approx(norm, rel=1e-4)
+        scale = min(1.0, cfg.clip / (norm + 1e-6))
+        clipped += scale < 1
+        for i, gi in enumerate(g):
+            gi = gi * scale
+            w[i] = w[i] * (1 - lr * cfg.weight_decay)
+            m[i] = b1 * m[i] + (1 - b1) * gi
+            v[i] = b2 * v[i] + (1 - b2) * gi ** 2
+            mh, vh = m[i] / (1 - b1 ** (step + 1)), v[i] / (1 - b2 ** (step + 1))
+            w[i] = w[i] - lr * mh / (vh.sqrt() + 1e-8)
+    assert clipped >= 3  # the clip was active, so removing it would change the weights
+    for p, wi in zip(model.parameters(), w):
+        torch.testing.assert_close(p.detach().double(), wi, rtol=1e-4, atol=1e-6)
+    assert max(float((wi - w0i).abs().max()) for wi, w0i in zip(w, w0)) > 1e-3  # the steps moved the weights
+
+
+def test_a_finite_loss_with_non_finite_gradients_is_skipped(smoke_corpus):
+    from tiedlm_lib.training import build, make_stream, train_step
+
+    run = _smoke(steps=4)
+    model, opt = build(run, torch.device("cpu"))
+    before = [p.detach().clone() for p in model.parameters()]
+    hook = model.head.weight.register_hook(lambda g: g * float("inf"))
+    x, y = make_stream(run, smoke_corpus).next()
+    res = train_step(model, opt, x, y, run.train, 1, torch.device("cpu"))
+    hook.remove()
+    assert math.isfinite(res.loss) and res.grad_norm is None
+    assert all(torch.equal(a, b) for a, b in zip(before, model.parameters()))

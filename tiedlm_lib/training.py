@@ -186,8 +186,8 @@ class Progress:
 
 @dataclass
 class StepResult:
-    """One optimiser step: the global loss, and (None when the loss was non-finite and the step skipped) the
-    gradient norm before clipping and the per-depth CE."""
+    """One optimiser step: the global loss, and (None when the loss or the gradients were non-finite and the step
+    skipped) the gradient norm before clipping and the per-depth CE."""
 
     loss: float
     grad_norm: float | None
@@ -274,7 +274,9 @@ class MetricsLog:
 def train_step(model: TiedLM, opt: torch.optim.Optimizer, x: torch.Tensor, y: torch.Tensor, cfg: TrainConfig,
                step: int, device: torch.device) -> StepResult:
     """One step on the global batch (x, y): this rank's rows, the loss normalised by the global target count under
-    data parallelism, gradients summed across ranks, clipped, applied. A non-finite loss changes nothing."""
+    data parallelism, gradients summed across ranks, clipped, applied. A non-finite loss, or a finite loss whose
+    gradients are not finite, changes nothing (the step is skipped, as the original scripts skipped non-finite
+    steps)."""
     rank, world = distributed.rank_world()
     for g in opt.param_groups:
         g["lr"] = lr_at(step, cfg)
@@ -289,6 +291,9 @@ def train_step(model: TiedLM, opt: torch.optim.Optimizer, x: torch.Tensor, y: to
     loss.backward()
     distributed.all_reduce_grads(model.parameters())
     gnorm = torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.clip)
+    if not math.isfinite(float(gnorm)):  # clipping by an infinite norm would write NaN into every parameter
+        opt.zero_grad(set_to_none=True)
+        return StepResult(loss_val, None, per_depth)
     opt.step()
     return StepResult(loss_val, float(gnorm), per_depth)
 
@@ -359,7 +364,8 @@ def _loop(bar, stream, model, opt, cfg, device, state, log, save, clock, end, ck
         res = train_step(model, opt, x, y, cfg, step, device)
         if res.grad_norm is None:
             state.skipped += 1
-            log.append({"step": step, "event": "nonfinite_loss_skipped", "skipped": state.skipped})
+            log.append({"step": step, "event": "nonfinite_loss_skipped" if not math.isfinite(res.loss) else
+                        "nonfinite_grad_skipped", "skipped": state.skipped})
             if state.skipped > cfg.max_nonfinite:
                 state.step, state.elapsed = step, clock()
                 save()

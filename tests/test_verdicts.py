@@ -93,6 +93,14 @@ def test_a3_on_the_masked_sweep_of_the_long_phantom_run():
     check(V.a3(useless, 512, K), "reproduced", "A3")
     check(V.a3(fine, 512, K), "not reproduced")
     check(V.a3(split, 512, K), "inconclusive")
+    # the threshold pinned on both sides: best shallow 0.65-0.75 nats below ln V is within 1 nat (not within 0.5)
+    near = {s: {1: ln_v - 0.5, 8: ln_v - 0.65 - 0.05 * s, 16: ln_v - 3} for s in range(3)}
+    check(V.a3(near, 512, K), "reproduced")
+    beyond = {s: {1: ln_v - 1.3, 8: ln_v - 1.35 - 0.05 * s, 16: ln_v - 3} for s in range(3)}
+    check(V.a3(beyond, 512, K), "not reproduced")
+    # both conjuncts decide: shallow depths useless but K useless too is not "only K lands"
+    all_useless = {s: {1: ln_v - 0.2, 8: ln_v - 0.3, 16: ln_v - 0.35 - 0.05 * s} for s in range(3)}
+    check(V.a3(all_useless, 512, K), "not reproduced")
     with pytest.raises(ValueError, match="A3 needs NLL"):
         V.a3({0: {1: 5.0}}, 512, K)
 

@@ -240,3 +240,10 @@ def test_response_nll_sums_the_masked_targets_of_each_conversation(smoke_corpus)
                 assert s.n_real[i] == int(m.sum()) > 0
                 assert s.sum_real[i] == pytest.approx(float(ce[m].sum()), rel=1e-5)
         assert s.masked == pytest.approx(s.sum_real.sum() / s.n_real.sum())
+
+
+def test_sampling_defaults_to_the_corrected_penalty_with_the_papers_as_a_switch():
+    assert SamplingConfig().penalty == "ctrl" and SamplingConfig(penalty="paper").penalty == "paper"
+    logits = torch.tensor([2.0, -2.0, 1.0])
+    assert apply_penalty(logits, [1], 2.0, SamplingConfig().penalty)[1] == -4.0  # a penalty whatever the sign
+    assert apply_penalty(logits, [1], 2.0, "paper")[1] == -1.0  # the paper's form raises a negative logit

@@ -203,3 +203,15 @@ def test_full_depth_is_the_trained_model_everywhere_on_an_unequal_loop_layout():
     assert equal.full_depth == 3
     with torch.no_grad():
         torch.testing.assert_close(equal(x, depth=equal.full_depth), equal(x), rtol=0, atol=1e-12)
+
+
+def test_forward_cached_refuses_a_start_other_than_the_cache_length():
+    m = tiny_model("S A*3 S", dtype=torch.float64)
+    x = torch.randint(1, 37, (1, 8), generator=torch.Generator().manual_seed(3))
+    cache: dict = {}
+    with pytest.raises(ValueError, match=r"already in the cache \(0\), got 2"):
+        m.forward_cached(x[:, :4], cache, 2)
+    m.forward_cached(x[:, :4], cache, 0)
+    with pytest.raises(ValueError, match=r"already in the cache \(4\), got 3"):
+        m.forward_cached(x[:, 4:5], cache, 3)
+    m.forward_cached(x[:, 4:5], cache, 4)

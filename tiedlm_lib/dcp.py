@@ -33,7 +33,7 @@ from .lens import (
     readout_metrics,
 )
 from .schedules import budget, plan
-from .stats import Estimate, bootstrap_indices, replicates, value
+from .stats import Estimate, bootstrap_indices, percentile, replicates, value
 
 
 # ---------------------------------------------------------------------------------------------------- documents
@@ -117,9 +117,7 @@ def bootstrap_terms(conds: dict[str, NLLStats], terms: Callable[[dict[str, np.nd
     idx = bootstrap_indices(len(ref), n_boot, seed)
     point = terms({n: np.float64(value(conds[n])) for n in names})
     reps = terms({n: replicates(conds[n], idx) for n in names})
-    q = (1 - level) / 2
-    return {t: Estimate(float(point[t]), float(np.nanquantile(reps[t], q)), float(np.nanquantile(reps[t], 1 - q)),
-                        level) for t in point}
+    return {t: percentile(point[t], reps[t], level) for t in point}
 
 
 def decomposition_terms(v: dict[str, np.ndarray]) -> dict[str, np.ndarray]:

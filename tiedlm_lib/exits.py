@@ -38,7 +38,7 @@ import torch.nn.functional as F
 
 from .data import PAD_ID, EvalBatch
 from .model import eval_mode
-from .stats import Estimate, bootstrap_indices
+from .stats import Estimate, bootstrap_indices, percentile
 
 CRITERIA = ("maxprob", "entropy", "kl", "state change", "stability")
 
@@ -165,11 +165,10 @@ def curve(f: DepthFeatures, conf: np.ndarray, taus: Sequence[float], n_boot: int
         if idx is None:
             idx = bootstrap_indices(len(docs), n_boot, seed)
         row = {"tau": float(tau), **outcome(f, d)}
-        q = (1 - level) / 2
         n_rep = s["n"][idx].sum(1)
         for key, name in (("depth", "avg depth"), ("nll", "nll"), ("agreement", "agreement")):
-            rep = s[key][idx].sum(1) / n_rep
-            row[f"{name} lo"], row[f"{name} hi"] = float(np.quantile(rep, q)), float(np.quantile(rep, 1 - q))
+            e = percentile(row[name], s[key][idx].sum(1) / n_rep, level)
+            row[f"{name} lo"], row[f"{name} hi"] = e.lo, e.hi
         rows.append(row)
     return rows
 

@@ -31,7 +31,7 @@ class SamplingConfig:
     top_k: int | None = 50
     top_p: float | None = 0.9
     repetition_penalty: float = 1.2
-    penalty: str = "paper"
+    penalty: str = "ctrl"  # the corrected form by default; "paper" reproduces the original's sign bug (§7.13)
     penalty_window: int = 20  # the last prompt tokens the penalty also covers
 
     def __post_init__(self) -> None:

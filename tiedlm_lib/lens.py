@@ -40,7 +40,7 @@ from .data import PAD_ID, EvalBatch
 from .evaluation import NLLStats
 from .model import eval_mode
 from .schedules import Plan, budget, plan, run_core
-from .stats import Estimate, bootstrap_indices, replicates, value
+from .stats import Estimate, bootstrap_indices, percentile, replicates, value
 
 PLACEMENTS = ("head", "loop")
 FORMS = ("temperature", "diagonal", "full", "tuned")
@@ -391,9 +391,7 @@ def paired_share_difference(a: ShareReplicates, b: ShareReplicates, level: float
     if a.seed != b.seed or a.share.shape != b.share.shape:
         raise ValueError(f"a paired share difference needs the same bootstrap resample: seeds {a.seed} and {b.seed}, "
                          f"{a.share.size} and {b.share.size} replicates")
-    d = a.share - b.share + (0.0 if centred else a.centring - b.centring)
-    q = (1 - level) / 2
-    return Estimate(a.point - b.point, float(np.nanquantile(d, q)), float(np.nanquantile(d, 1 - q)), level)
+    return percentile(a.point - b.point, a.share - b.share + (0.0 if centred else a.centring - b.centring), level)
 
 
 def _refit_nll(readout: Readout, spec: ProbeSpec, cal: tuple[States, States], ev: tuple[States, States],
@@ -471,10 +469,9 @@ def share_interval(raw: tuple[NLLStats, NLLStats], point: tuple[NLLStats, NLLSta
     cal_i = [np.stack([c[j] for c in cal_reps])[pick, np.arange(n_boot)] for j in range(2)]
     one = _share_terms(*raw_reps, *cal_i)
     reps = {k: np.asarray(one[k], dtype=np.float64) - bias[k] for k in est}
-    q = (1 - level) / 2
 
     def interval(k, r):
-        return Estimate(float(est[k]), float(np.nanquantile(r, q)), float(np.nanquantile(r, 1 - q)), level)
+        return percentile(est[k], r, level)
 
     out = {k: interval(k, reps[k]) for k in est}
     other, back = ("uncentred", 1.0) if centre else ("centred", -1.0)  # the centring added back, or removed

@@ -350,7 +350,11 @@ class TiedLM(nn.Module):
     @torch.no_grad()
     def forward_cached(self, tokens: torch.Tensor, cache: dict, start: int, depth: int | None = None) -> torch.Tensor:
         """Logits of ``tokens`` placed at positions start.. , reusing and extending ``cache`` (generation): one KV
-        slot per block application, keyed (block, iteration)."""
+        slot per block application, keyed (block, iteration). ``start`` must equal the number of cached positions
+        (a wrong one would place the tokens at other positions than the keys they attend to)."""
+        cached = next((kv[0].shape[2] for kv in cache.values() if kv), 0)
+        if start != cached:
+            raise ValueError(f"start must equal the number of positions already in the cache ({cached}), got {start}")
         if depth is not None:
             self._check_depth(depth)
         z = self.prelude(self.embed(tokens, start), cache)

@@ -14,7 +14,7 @@ import torch
 from .data import PAD_ID, EvalBatch
 from .evaluation import token_ce
 from .model import eval_mode
-from .stats import Estimate, bootstrap_indices
+from .stats import Estimate, bootstrap_indices, percentile
 
 
 @dataclass
@@ -76,5 +76,4 @@ def pearson_ci(x: np.ndarray, y: np.ndarray, groups: np.ndarray | None = None, n
     counts = np.stack([np.bincount(row, minlength=len(uniq)) for row in idx])  # (n_boot, groups)
     n, sx, sy, sxx, syy, sxy = (counts @ s for s in stats)
     r = (n * sxy - sx * sy) / np.sqrt((n * sxx - sx ** 2) * (n * syy - sy ** 2))
-    q = (1 - level) / 2
-    return Estimate(float(_pearson(x, y)), float(np.nanquantile(r, q)), float(np.nanquantile(r, 1 - q)), level)
+    return percentile(_pearson(x, y), r, level)

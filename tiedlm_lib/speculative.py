@@ -39,6 +39,7 @@ import torch
 
 from .generate import SamplingConfig, distribution
 from .model import eval_mode
+from .stats import percentile
 
 
 @dataclass
@@ -337,8 +338,8 @@ def _summarise(rows: list[dict], configs: Sequence[tuple[int, int]], n_boot: int
                         "plain tokens/s": tok / sum(r["plain s"] for r in sub),
                         "speculative tokens/s": tok / sum(r["speculative s"] for r in sub),
                         "speed-up": float(np.exp(log_ratio.mean())),
-                        "speed-up lo": float(np.exp(np.quantile(boot, 0.025))),
-                        "speed-up hi": float(np.exp(np.quantile(boot, 0.975))),
+                        "speed-up lo": float(np.exp(percentile(log_ratio.mean(), boot).lo)),
+                        "speed-up hi": float(np.exp(percentile(log_ratio.mean(), boot).hi)),
                         "acceptance": sum(r["accepted"] for r in sub) / max(1, sum(r["drafted"] for r in sub)),
                         "tokens per round": tok / sum(r["rounds"] for r in sub),
                         "calls / plain calls": sum(r["calls"] for r in sub) / sum(r["plain calls"] for r in sub),

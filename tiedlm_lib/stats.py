@@ -41,6 +41,13 @@ class Estimate:
         return {"point": self.point, "lo": self.lo, "hi": self.hi, "level": self.level}
 
 
+def percentile(point: float, reps: np.ndarray, level: float = 0.95) -> Estimate:
+    """The percentile bootstrap interval of ``reps`` around ``point`` (replicates that are NaN, undefined in their
+    resample, are left out): the one place this project turns replicates into an interval."""
+    q = (1 - level) / 2
+    return Estimate(float(point), float(np.nanquantile(reps, q)), float(np.nanquantile(reps, 1 - q)), level)
+
+
 def bootstrap_indices(n_docs: int, n_boot: int = 2000, seed: int = 0) -> np.ndarray:
     """(n_boot, n_docs) document indices, one shared resample per replicate."""
     if n_docs < 2:
@@ -76,9 +83,8 @@ def paired_diff(a: NLLStats, b: NLLStats, metric: str = "masked", n_boot: int = 
     """NLL(a) − NLL(b) with a paired document-bootstrap percentile interval."""
     _check_paired(a, b)
     idx = bootstrap_indices(len(a.doc_index), n_boot, seed)
-    d = replicates(a, idx, metric) - replicates(b, idx, metric)
-    q = (1 - level) / 2
-    return Estimate(value(a, metric) - value(b, metric), float(np.quantile(d, q)), float(np.quantile(d, 1 - q)), level)
+    return percentile(value(a, metric) - value(b, metric), replicates(a, idx, metric) - replicates(b, idx, metric),
+                      level)
 
 
 def selected_diff(a: Sequence[NLLStats], b: Sequence[NLLStats], metric: str = "masked", n_boot: int = 2000,
@@ -93,16 +99,12 @@ def selected_diff(a: Sequence[NLLStats], b: Sequence[NLLStats], metric: str = "m
         _check_paired(a[0], c)
     idx = bootstrap_indices(len(a[0].doc_index), n_boot, seed)
     best = lambda side: np.min([replicates(c, idx, metric) for c in side], axis=0)  # noqa: E731
-    d = best(a) - best(b)
-    q = (1 - level) / 2
     point = min(value(c, metric) for c in a) - min(value(c, metric) for c in b)
-    return Estimate(point, float(np.quantile(d, q)), float(np.quantile(d, 1 - q)), level)
+    return percentile(point, best(a) - best(b), level)
 
 
 def mean_ci(s: NLLStats, metric: str = "masked", n_boot: int = 2000, seed: int = 0, level: float = 0.95) -> Estimate:
-    r = replicates(s, bootstrap_indices(len(s.doc_index), n_boot, seed), metric)
-    q = (1 - level) / 2
-    return Estimate(value(s, metric), float(np.quantile(r, q)), float(np.quantile(r, 1 - q)), level)
+    return percentile(value(s, metric), replicates(s, bootstrap_indices(len(s.doc_index), n_boot, seed), metric), level)
 
 
 def group_diff(s: NLLStats, in_group: np.ndarray, metric: str = "masked", n_boot: int = 2000, seed: int = 0,
@@ -125,9 +127,7 @@ def group_diff(s: NLLStats, in_group: np.ndarray, metric: str = "masked", n_boot
     if np.isnan(rep).mean() > 0.01:
         raise ValueError(f"{np.isnan(rep).mean():.1%} of the replicates drew no row (or no target) of one group: "
                          "the group is too small for a row bootstrap")
-    point = float(num[~g].sum() / den[~g].sum() - num[g].sum() / den[g].sum())
-    q = (1 - level) / 2
-    return Estimate(point, float(np.nanquantile(rep, q)), float(np.nanquantile(rep, 1 - q)), level)
+    return percentile(float(num[~g].sum() / den[~g].sum() - num[g].sum() / den[g].sum()), rep, level)
 
 
 def interpolate(lo: NLLStats, hi: NLLStats, w: float) -> NLLStats:

@@ -82,7 +82,6 @@ pd.DataFrame([{"model": n, "seed": s, "steps": r.result["steps"], "lr": r.config
 
 # %%
 bench = draw(corpus.val, S.seq_len, "heldout", n_batches, batch_size)
-held_conv = sft_data(runs["PT", seeds[0]].config, corpus, split="val")
 rows, cost_rows, st = [], [], {}
 for (name, seed), r in runs.items():
     s = suffix_nll(r.model, bench)

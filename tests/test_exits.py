@@ -171,9 +171,13 @@ def test_disagreement_rate_se_and_the_split_average_against_hand_computations():
     rows = guarantee_splits(f, np.tile(np.linspace(0, 1, K), (n_rows, 1)), np.linspace(0, 1, 5), 0.2, 0.1, 64, 4,
                             np.random.default_rng(0))
     assert len(rows) == 4 and all(r["test disagreement"] == 0.0 for r in rows if not r["certified"])
+    cert = [r for r in rows if r["certified"]]
     e = rate_minus_eps(rows, 0.2)
-    assert e.point == pytest.approx(np.mean([r["test disagreement"] for r in rows]) - 0.2)
-    assert e.hi - e.point == pytest.approx(1.959964 * np.mean([r["test disagreement se"] for r in rows]), rel=1e-5)
+    if cert:  # only certified splits enter
+        assert e.point == pytest.approx(np.mean([r["test disagreement"] for r in cert]) - 0.2)
+        assert e.hi - e.point == pytest.approx(1.959964 * np.mean([r["test disagreement se"] for r in cert]),
+                                               rel=1e-5)
+    assert rate_minus_eps([{**r, "certified": False} for r in rows], 0.2) is None
     with pytest.raises(ValueError, match="at least 2 documents"):
         disagreement_rate(f.select([docs[0]]), depth_idx[doc == docs[0]])
 

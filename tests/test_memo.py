@@ -24,12 +24,17 @@ def test_memoised_computes_once_per_key_and_code_and_keeps_the_key_readable(tmp_
     assert calls == [2, 3, 4]
     kept = sorted((tmp_path / "derived").glob("shares-*.json"))
     assert len(kept) == 3 and json.loads(kept[0].read_text())["what"] == "shares"
+    (tmp_path / "model.safetensors").write_bytes(b"retrained")
+    memo.memoised(tmp_path, "shares", key, compute(7))  # other weights in the run directory: recomputed
+    assert calls == [2, 3, 4, 7]
+    calls.remove(7)
+    (tmp_path / "model.safetensors").unlink()
     monkeypatch.setattr(memo, "code_fingerprint", lambda modules=memo.CODE_MODULES: "changed")
     memo.memoised(tmp_path, "shares", key, compute(5))  # changed library code: recomputed
     assert calls == [2, 3, 4, 5]
     monkeypatch.setenv("TIEDLM_MEMO", "0")
     memo.memoised(tmp_path, "shares", key, compute(6))  # reuse off
-    assert calls[-1] == 6 and len(list((tmp_path / "derived").glob("*.pkl"))) == 4
+    assert calls[-1] == 6 and len(list((tmp_path / "derived").glob("*.pkl"))) == 5
 
 
 def test_a_failed_computation_keeps_nothing_and_bad_keys_are_refused(tmp_path):

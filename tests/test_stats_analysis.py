@@ -9,8 +9,6 @@ from tiedlm_lib.stats import (
     interpolate,
     mean_ci,
     paired_diff,
-    replicates,
-    selected_diff,
     value,
 )
 
@@ -105,28 +103,6 @@ def test_group_diff_compares_two_groups_of_one_draw():
     one[0] = True  # a group of one row: most replicates never draw it, which must not read as an NLL of 0
     with pytest.raises(ValueError, match="drew no row"):
         group_diff(s, one, n_boot=200)
-
-
-def test_selected_diff_retakes_the_minimum_in_every_replicate():
-    """Two candidate depths of equal quality: holding the full sample's choice fixed gives an interval of the chosen
-    one alone, while re-choosing in each replicate takes the per-replicate minimum (below either candidate's own)."""
-    a1, a2, b = _stats(1), _stats(2), _stats(3)
-    e = selected_diff([a1, a2], [b], n_boot=500, seed=4)
-    idx = bootstrap_indices(40, 500, 4)
-    by_hand = np.minimum(replicates(a1, idx), replicates(a2, idx)) - replicates(b, idx)
-    assert e.point == pytest.approx(min(value(a1), value(a2)) - value(b))
-    assert (e.lo, e.hi) == pytest.approx(tuple(np.quantile(by_hand, [0.025, 0.975])))
-    chosen = a1 if value(a1) < value(a2) else a2
-    fixed = paired_diff(chosen, b, n_boot=500, seed=4)
-    assert e.point == pytest.approx(fixed.point) and e.lo <= fixed.lo and e.hi < fixed.hi  # the choice, re-made
-    same = selected_diff([b], [b], n_boot=100)
-    assert (same.point, same.lo, same.hi) == (0.0, 0.0, 0.0)
-    with pytest.raises(ValueError, match="at least one candidate"):
-        selected_diff([], [b])
-    shuffled = _stats(5)
-    shuffled.doc_index = shuffled.doc_index[::-1].copy()
-    with pytest.raises(ValueError, match="same documents"):
-        selected_diff([a1, shuffled], [b])
 
 
 def test_kendall_tau_b_matches_scipy_with_ties():

@@ -399,6 +399,9 @@ def test_q8_q9():
     check(V.q9({"v3/maxprob/eps0.1": below, "v4/maxprob/eps0.1": same(NIL)}, 0.1), "inconclusive")  # one at eps
     with pytest.raises(ValueError, match="Q9 needs at least one unit"):
         V.q9({}, 0.1)
+    assert V.q9({}, 0.1, ["v3/maxprob/eps0.1"]).verdict == "inconclusive"  # nothing certified: nothing to test
+    j = V.q9({"v3/maxprob/eps0.2": below}, 0.1, ["v3/maxprob/eps0.1"])
+    assert j.verdict == "yes" and j.evidence["never certified"] == ["v3/maxprob/eps0.1"]
 
 
 def test_spread_lines_and_forest_rows_read_the_pooled_blocks():

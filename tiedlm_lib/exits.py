@@ -294,12 +294,17 @@ def guarantee_splits(f: DepthFeatures, conf: np.ndarray, taus: Sequence[float], 
     return rows
 
 
-def rate_minus_eps(rows: Sequence[dict], eps: float, level: float = 0.95) -> Estimate:
-    """The test-half disagreement rate minus ε, averaged over calibration splits, with an interval that is
-    conservative for the splits' dependence: the mean of the rates ± z·(the mean of their SEs), which bounds the SE
-    of a mean of correlated estimates from above (the SD of a mean is at most the mean of the SDs)."""
+def rate_minus_eps(rows: Sequence[dict], eps: float, level: float = 0.95) -> Estimate | None:
+    """The test-half disagreement rate minus ε, averaged over the calibration splits whose ε was certified, with an
+    interval that is conservative for the splits' dependence: the mean of the rates ± z·(the mean of their SEs),
+    which bounds the SE of a mean of correlated estimates from above (the SD of a mean is at most the mean of the
+    SDs). None when no split was certified: an uncertified split runs at full depth, rate 0 by construction, so it
+    says nothing about the guarantee (counting it would make "the rate is below ε" vacuous)."""
     if not rows:
         raise ValueError("rate_minus_eps needs at least one split")
+    rows = [r for r in rows if r["certified"]]
+    if not rows:
+        return None
     pt = float(np.mean([r["test disagreement"] for r in rows])) - eps
     half = float(NormalDist().inv_cdf(0.5 + level / 2) * np.mean([r["test disagreement se"] for r in rows]))
     return Estimate(pt, pt - half, pt + half, level)

@@ -3,9 +3,9 @@
 Section 10's probe shares with 30 refits take hours at the cpu scale: more than one working session. ``memoised``
 computes a result once per (run, what, key, code) and keeps it in ``<run dir>/derived/<what>-<hash>.pkl`` (written
 atomically, with the key beside it as JSON for a reader); a notebook interrupted halfway resumes at the first result
-it has not kept. The hash covers the key (every argument that changes the result: documents, depths, probes, refits,
-resamples, seeds) and the source of the library modules that compute it, so a changed estimator never reuses an old
-result. ``TIEDLM_MEMO=0`` turns the reuse off (results are recomputed, nothing is read or written).
+it has not kept. The hash covers the key (every argument that changes the result: documents, depths, probes,
+refits, resamples, seeds), the run's weights and the source of the library modules that compute it, so a changed estimator
+never reuses an old result. ``TIEDLM_MEMO=0`` turns the reuse off (results are recomputed, nothing is read or written).
 
 The files are pickles written by this code into the user's own runs cache; load only caches you made or trust.
 """
@@ -26,7 +26,8 @@ from .atomic import atomic_write, atomic_write_text
 
 T = TypeVar("T")
 # the modules whose code decides a derived result (a change to any of them recomputes every kept result)
-CODE_MODULES = ("lens", "stats", "schedules", "model", "evaluation", "data", "dcp", "backprop", "exits", "memo")
+CODE_MODULES = ("lens", "stats", "schedules", "model", "layout", "config", "evaluation", "data", "dcp", "backprop",
+                "exits", "paths", "memo")
 
 
 def code_fingerprint(modules: tuple[str, ...] = CODE_MODULES) -> str:
@@ -52,10 +53,18 @@ def _plain(x: Any) -> Any:
     raise TypeError(f"a memo key holds only numbers, strings, arrays, lists and mappings; got {type(x).__name__}")
 
 
+def weights_fingerprint(run_dir: str | Path) -> str | None:
+    """A hash of the run's trained weights (``model.safetensors``), so that a retrained or replaced run never reuses
+    what was derived from the old weights; None where the directory holds none."""
+    w = Path(run_dir) / "model.safetensors"
+    return hashlib.sha256(w.read_bytes()).hexdigest()[:16] if w.is_file() else None
+
+
 def memo_path(run_dir: str | Path, what: str, key: Mapping[str, Any]) -> Path:
     if not what or not what.replace("_", "").replace("-", "").isalnum():
         raise ValueError(f"what must be a name of letters, digits, '-' and '_', got {what!r}")
-    blob = json.dumps({"key": _plain(key), "code": code_fingerprint()}, sort_keys=True)
+    blob = json.dumps({"key": _plain(key), "code": code_fingerprint(), "weights": weights_fingerprint(run_dir)},
+                      sort_keys=True)
     return Path(run_dir) / "derived" / f"{what}-{hashlib.sha256(blob.encode()).hexdigest()[:16]}.pkl"
 
 

@@ -7,7 +7,6 @@ every condition, so a difference's CI reflects only how the conditions differ on
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -85,22 +84,6 @@ def paired_diff(a: NLLStats, b: NLLStats, metric: str = "masked", n_boot: int = 
     idx = bootstrap_indices(len(a.doc_index), n_boot, seed)
     return percentile(value(a, metric) - value(b, metric), replicates(a, idx, metric) - replicates(b, idx, metric),
                       level)
-
-
-def selected_diff(a: Sequence[NLLStats], b: Sequence[NLLStats], metric: str = "masked", n_boot: int = 2000,
-                  seed: int = 0, level: float = 0.95) -> Estimate:
-    """min_j NLL(a_j) − min_j NLL(b_j) with a paired document-bootstrap percentile interval in which **each minimum
-    is re-taken in every replicate**: a best depth chosen on the same documents the interval resamples is part of
-    what the interval covers, instead of being held fixed at the full sample's choice (which would leave the
-    selection's optimism out of the interval). A side of one candidate is a plain NLL (``[stats.nll(1)]``)."""
-    if not a or not b:
-        raise ValueError("selected_diff needs at least one candidate on each side")
-    for c in (*a[1:], *b):
-        _check_paired(a[0], c)
-    idx = bootstrap_indices(len(a[0].doc_index), n_boot, seed)
-    best = lambda side: np.min([replicates(c, idx, metric) for c in side], axis=0)  # noqa: E731
-    point = min(value(c, metric) for c in a) - min(value(c, metric) for c in b)
-    return percentile(point, best(a) - best(b), level)
 
 
 def mean_ci(s: NLLStats, metric: str = "masked", n_boot: int = 2000, seed: int = 0, level: float = 0.95) -> Estimate:

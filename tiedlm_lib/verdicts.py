@@ -1003,18 +1003,26 @@ def q8(avg_depth: Mapping[int, float], K: int, eps: float, delta: float, model: 
                      j.evidence, j.protocol, j.basis, j.outcomes)
 
 
-def q9(rates: Mapping[str, PerSeed], delta: float) -> Judgement:
+def q9(rates: Mapping[str, PerSeed], delta: float, never_certified: Sequence[str] = ()) -> Judgement:
     """Does the guarantee hold on unseen documents? Per unit (model, rule, ε) and seed: the test half's disagreement
     rate minus ε, averaged over calibration splits, with its interval (``exits.rate_minus_eps``: document-clustered,
     conservative for the splits' dependence). Pooled over seeds: yes if every unit's interval lies below 0 (the rate
     is below ε), no if some unit's lies above 0 (Bonferroni over units), inconclusive otherwise. Learn-then-Test
     bounds the long-run rate, not a finite half's, so the rate is judged with its interval, not by counting halves
-    above ε; the slack ε − rate is in the evidence (a large slack is a conservative guarantee, not a tight one)."""
-    _units("Q9", rates, "a unit's per-seed test-half rate minus eps")
+    above ε; the slack ε − rate is in the evidence (a large slack is a conservative guarantee, not a tight one).
+    Only certified splits enter; ``never_certified`` units (no split certified in any seed) are listed, not judged,
+    and with no judged unit the answer is inconclusive."""
+    if not rates:
+        if not never_certified:
+            raise ValueError("Q9 needs at least one unit")
+        return Judgement("Q9", "inconclusive", "no model, rule and eps was certified on any calibration split, so "
+                         "there is no guaranteed exit to test", {"never certified": list(never_certified)},
+                         "corrected", f"nothing certified, {len(never_certified)} units")
     j = judged("Q9", Parts("Q9").add("guarantee holds", rates, rule("Q9", "guarantee holds")),
                f"the Learn-then-Test exit's disagreement rate with full depth on unseen documents, minus eps, pooled "
                f"over seeds, lies below 0 for every model, rule and eps (yes; delta = {delta:g} for the certificate); "
-               "above 0 for some (no); inconclusive otherwise", "corrected")
+               "above 0 for some (no); inconclusive otherwise; units never certified are listed, not judged",
+               "corrected", {"never certified": list(never_certified)})
     return Judgement("Q9", {"reproduced": "yes", "not reproduced": "no"}.get(j.verdict, "inconclusive"), j.criterion,
                      j.evidence, j.protocol, j.basis, j.outcomes)
 

@@ -5,7 +5,8 @@ computes a result once per (run, what, key, code) and keeps it in ``<run dir>/de
 atomically, with the key beside it as JSON for a reader); a notebook interrupted halfway resumes at the first result
 it has not kept. The hash covers the key (every argument that changes the result: documents, depths, probes,
 refits, resamples, seeds), the run's weights and the source of the library modules that compute it, so a changed
-estimator never reuses an old result. ``TIEDLM_MEMO=0`` turns the reuse off (results are recomputed, nothing is read or written).
+estimator never reuses an old result. ``TIEDLM_MEMO=0`` turns the reuse off (results are recomputed, nothing is
+read or written).
 
 The files are pickles written by this code into the user's own runs cache; load only caches you made or trust.
 """

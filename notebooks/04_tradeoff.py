@@ -31,7 +31,7 @@ import numpy as np
 import pandas as pd
 
 from tiedlm_lib import get_run, inference, verdicts
-from tiedlm_lib.analysis import depth_gap, exit_vs_uniform, heldout, saturation_depth
+from tiedlm_lib.analysis import depth_gap, exit_vs_uniform, heldout, saturation_depth, selection_split
 from tiedlm_lib.evaluation import depth_stats
 from tiedlm_lib.experiments import get_scale, intervention_arm
 from tiedlm_lib.report import Report
@@ -211,18 +211,40 @@ rep.chart(alt.vconcat(*[alt.hconcat(c1.transform_filter(alt.datum.size == sz).pr
 # *Depth scaling* = NLL(k=1) − NLL(k=K); *exit cost within a model* = NLL(k=1) − min_k NLL(k). A single-depth model
 # should have a large gap; a multi-depth model a small exit cost (A6 judges the latter). Within one model the exit
 # cost is at least the depth gap by definition, so the law is tested across models (A7 below).
+#
+#
+# **Choosing on one half, judging on the other.** A6, A7 and A8 each rest on a choice made from the data: a model's
+# best depth, and for A7 the best model of a size. Made on the same documents its interval is built on, the choice
+# biases a minimum low and the interval under-covers (0.87 at nominal 95% in the simulation of
+# `tests/test_stats_analysis.py`, against 0.94 with the split). So the held-out documents are split once, by a
+# fixed seed (`analysis.selection_split`): every choice is made on the *selection* half, and every estimate A6–A8
+# judge is computed, with its paired bootstrap interval, on the *estimation* half (docs/statistics.md §9, amendment
+# 9). The "judged" columns below are those; the others, like every table above, use every held-out document.
 
 # %%
+docs = next(iter(stats.values())).doc_index
+assert all(np.array_equal(st.doc_index, docs) for st in stats.values()), "every model must see the same documents"
+sel_rows, est_rows = selection_split(docs)
+on_sel = {key: st.take(sel_rows) for key, st in stats.items()}
+on_est = {key: st.take(est_rows) for key, st in stats.items()}
+chosen_k = {key: st.best_depth() for key, st in on_sel.items()}  # each model's best depth, chosen on selection docs
+print(f"{len(set(docs[sel_rows]))} selection and {len(set(docs[est_rows]))} estimation documents")
 law_rows = []
-for (size, kind, seed), st in stats.items():
-    best_k = min(all_depths, key=lambda k: st.nll(k).masked)
-    g = depth_gap(st, 1, K, "masked", n_boot)
-    c = paired_diff(st.nll(1), st.nll(best_k), "masked", n_boot)
-    law_rows.append({"size": size, "supervision": kind, "seed": seed, "gap k1-kK": g.point, "gap_lo": g.lo,
+for key, st in stats.items():
+    best_k = st.best_depth()
+    g, c = depth_gap(st, 1, K, "masked", n_boot), paired_diff(st.nll(1), st.nll(best_k), "masked", n_boot)
+    jg = depth_gap(on_est[key], 1, K, "masked", n_boot)
+    jc = paired_diff(on_est[key].nll(1), on_est[key].nll(chosen_k[key]), "masked", n_boot)
+    law_rows.append({"size": key[0], "supervision": key[1], "seed": key[2], "gap k1-kK": g.point, "gap_lo": g.lo,
                      "gap_hi": g.hi, "best k": best_k, "best NLL": st.nll(best_k).masked, "exit cost": c.point,
-                     "cost_lo": c.lo, "cost_hi": c.hi})
+                     "cost_lo": c.lo, "cost_hi": c.hi, "chosen k (selection)": chosen_k[key],
+                     "chosen NLL (selection)": on_sel[key].nll(chosen_k[key]).masked,
+                     "judged gap": jg.point, "judged gap lo": jg.lo, "judged gap hi": jg.hi,
+                     "judged exit cost": jc.point, "judged cost lo": jc.lo, "judged cost hi": jc.hi})
 law = pd.DataFrame(law_rows)
 rep.table(law, "tradeoff_law")
+# the direction the verdicts rely on: an exit cost is NLL(1) minus a lower NLL, so it is never negative in-sample
+assert (law["exit cost"] >= -1e-12).all() and (law["exit cost"] >= law["gap k1-kK"] - 1e-12).all()
 law.round(4)
 
 # %% [markdown]
@@ -272,7 +294,8 @@ margins.round(4)
 #
 # The trade-off law as a statement that can fail, judged across every trained model of a size (A7, pre-registered in
 # docs/statistics.md §7): single- and multi-depth at both sizes and the sampled-depth continuation at the small size.
-# Per model m and seed, two paired differences on the same held-out documents (real targets, paired bootstrap):
+# Per model m and seed, two paired differences on the estimation documents (real targets, paired bootstrap), every
+# choice (best depths, best models) made on the selection documents:
 #
 # * **exit cost** = NLL_m(1) − min_k NLL_m′(k), m′ the best *other* model of the size (the lowest best NLL, mean
 #   over seeds), read at its best depth in the same seed: what exiting m at k = 1 costs against the best quality the
@@ -283,7 +306,8 @@ margins.round(4)
 # depth gap above 0.05 (each at the Bonferroni level over the sizes); it *lacks one* when its exit cost lies wholly
 # above 0.05 or its depth gap wholly below. Only the best model of a size (the lowest best NLL, mean over seeds) can
 # have both: for any other model the best other model is that best one, whose best NLL is at most this model's
-# NLL(K), so its exit cost is at least its own depth gap by definition. So the law is judged on each size's best
+# NLL(K), so its exit cost is at least its own depth gap by definition (on the selection documents, where the choice
+# is made; on the estimation documents up to their noise). So the law is judged on each size's best
 # model, its exit cost measured against the runner-up; the other models are shown, labelled. Unlike the within-model
 # chart above, the best model can land in the has-both corner here: the law fails if its k = 1 comes within 0.05 nats
 # of the runner-up's best while its own depth still buys more than 0.05. The reading of paper A — multi NLL(1) −
@@ -294,12 +318,14 @@ margins.round(4)
 A7_KINDS = ("single", "multi", "sampled")  # every trained model of a size in this section
 kinds = {sz: [k for k in A7_KINDS if all((sz, k, sd) in stats for sd in seeds)] for sz in PAIRS}
 L = law.set_index(["size", "supervision", "seed"])
-mean_best = law.groupby(["size", "supervision"])["best NLL"].mean()
+mean_best = law.groupby(["size", "supervision"])["chosen NLL (selection)"].mean()  # chosen on selection docs
 
 
 def law_cell(size, kind, sd, what):
-    """One model-seed's depth gap or within-model exit cost from the law table, as an Estimate."""
-    pt, lo, hi = {"gap": ("gap k1-kK", "gap_lo", "gap_hi"), "cost": ("exit cost", "cost_lo", "cost_hi")}[what]
+    """One model-seed's depth gap or within-model exit cost on the estimation documents (its depth chosen on the
+    selection documents), from the law table, as an Estimate."""
+    pt, lo, hi = {"gap": ("judged gap", "judged gap lo", "judged gap hi"),
+                  "cost": ("judged exit cost", "judged cost lo", "judged cost hi")}[what]
     return Estimate(*(float(L.loc[(size, kind, sd), c]) for c in (pt, lo, hi)))
 
 
@@ -309,10 +335,10 @@ def best_other(size, m):
 
 
 def exit_vs_other(size, m, sd):
-    """NLL_m(1) − the best other model's NLL at its own best depth, same seed, paired over documents."""
+    """NLL_m(1) − the best other model's NLL at its own best depth, same seed, paired over the estimation documents
+    (the other model and its depth chosen on the selection documents)."""
     o = best_other(size, m)
-    return paired_diff(stats[size, m, sd].nll(1), stats[size, o, sd].nll(int(L.loc[(size, o, sd), "best k"])),
-                       "masked", n_boot)
+    return paired_diff(on_est[size, m, sd].nll(1), on_est[size, o, sd].nll(chosen_k[size, o, sd]), "masked", n_boot)
 
 
 a7_models = {sz: {m: {"exit cost": {sd: exit_vs_other(sz, m, sd) for sd in seeds},
@@ -325,8 +351,9 @@ a7 = verdicts.a7(a7_models, best_model, shallow_vs_deep)  # recorded with the ot
 A7_MARGIN = verdicts.sesoi("A7", "no model has both")
 across = rep.table(pd.DataFrame([
     {"size": sz, "model": m, "seed": sd, "best other model": best_other(sz, m),
-     "NLL(1)": stats[sz, m, sd].nll(1).masked, "other's best k": int(L.loc[(sz, best_other(sz, m), sd), "best k"]),
-     "other's best NLL": L.loc[(sz, best_other(sz, m), sd), "best NLL"], "exit cost": q["exit cost"][sd].point,
+     "NLL(1), estimation": on_est[sz, m, sd].nll(1).masked, "other's chosen k": chosen_k[sz, best_other(sz, m), sd],
+     "other's NLL there, estimation": on_est[sz, best_other(sz, m), sd].nll(chosen_k[sz, best_other(sz, m), sd]).masked,
+     "exit cost": q["exit cost"][sd].point,
      "exit lo": q["exit cost"][sd].lo, "exit hi": q["exit cost"][sd].hi, "depth gap": q["depth gap"][sd].point,
      "gap lo": q["depth gap"][sd].lo, "gap hi": q["depth gap"][sd].hi, "outcome": a7.outcomes[f"{sz} / {m}"]}
     for sz, ms in a7_models.items() for m, q in ms.items() for sd in seeds]), "law_across_models")
@@ -410,6 +437,8 @@ reading.round(4)
 # is reproduced only when every unit is (intersection–union) and not reproduced when some unit contradicts it at the
 # Bonferroni level over its units. How many seeds' own CIs lie on each side, and the prediction interval for a new
 # seed, are shown beside a verdict, never deciding it. With one seed nothing is pooled: the unit is that seed's CI.
+# A6, A7 and A8 choose their best depths and models on the selection documents and are estimated on the estimation
+# documents (the law section above).
 #
 # * **A4** — exit fails: for every τ > 0 whose exit saves at least 5% of the depth (average depth ≤ 0.95·K, mean over
 #   seeds), exit NLL − uniform NLL at the same average depth, pooled, lies above 0, at both sizes. *Not reproduced*
@@ -485,9 +514,9 @@ def law_est(kind, what):
 a6 = verdicts.a6(law_est("multi", "cost"), single_gap)
 rep.judge(a6)
 rep.judge(a7)
-ceiling = {size: {sd: paired_diff(stats[size, "multi", sd].nll(int(L.loc[(size, "multi", sd), "best k"])),
-                                  stats[size, "single", sd].nll(int(L.loc[(size, "single", sd), "best k"])),
-                                  "masked", n_boot) for sd in seeds} for size in PAIRS}
+ceiling = {size: {sd: paired_diff(on_est[size, "multi", sd].nll(chosen_k[size, "multi", sd]),
+                                  on_est[size, "single", sd].nll(chosen_k[size, "single", sd]), "masked", n_boot)
+                  for sd in seeds} for size in PAIRS}  # each best depth chosen on the selection documents
 a8 = verdicts.a8(ceiling, single_gap)
 rep.judge(a8)
 ceiling_t = rep.table(pd.DataFrame([{"size": size, "seed": sd, "best multi - best single": e.point, "lo": e.lo,

@@ -102,6 +102,30 @@ def exit_vs_uniform(stats: DepthStats, taus: Sequence[float], fallback: str, all
     return rows
 
 
+SELECTION_SEED = 20261202  # fixed once, before any five-seed output (docs/statistics.md §9, amendment 9)
+
+
+def selection_split(doc_index: np.ndarray, frac: float = 0.5, seed: int = SELECTION_SEED
+                    ) -> tuple[np.ndarray, np.ndarray]:
+    """Row indices of a *selection* set and a disjoint *estimation* set of whole documents.
+
+    A quantity chosen on the data (the best depth, the best model of a size) is chosen on the selection rows only and
+    estimated, with its paired bootstrap interval, on the estimation rows only, so the interval is a fixed-choice
+    interval that is valid for the choice made (choosing and estimating on the same documents biases a minimum low
+    and under-covers: tests/test_stats_analysis.py). The split depends only on the set of document ids and ``seed``, so
+    every model evaluated on the same documents gets the same split and stays paired."""
+    docs = np.asarray(doc_index)
+    if not 0 < frac < 1:
+        raise ValueError(f"frac must lie strictly between 0 and 1, got {frac}")
+    ids = np.unique(docs)
+    if len(ids) < 2:
+        raise ValueError(f"a selection split needs at least 2 documents, got {len(ids)}")
+    n_sel = min(len(ids) - 1, max(1, round(frac * len(ids))))
+    chosen = np.random.default_rng(seed).permutation(ids)[:n_sel]
+    in_sel = np.isin(docs, chosen)
+    return np.flatnonzero(in_sel), np.flatnonzero(~in_sel)
+
+
 def saturation_depth(depths: Sequence[int], values: Sequence[float], frac: float = 0.95) -> int:
     """The first depth at which ``values`` has covered ``frac`` of its change from the first to the last depth."""
     v = np.asarray(values, dtype=float)

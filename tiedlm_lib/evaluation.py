@@ -53,6 +53,11 @@ class NLLStats:
     def from_positions(cls, ce: np.ndarray, real: np.ndarray, doc_index: np.ndarray) -> NLLStats:
         return cls(doc_index, ce.sum(1), np.full(len(ce), ce.shape[1]), (ce * real).sum(1), real.sum(1))
 
+    def take(self, rows: np.ndarray) -> NLLStats:
+        """The same statistics on a subset of the rows (an index array or a boolean mask), in their order."""
+        return NLLStats(self.doc_index[rows], self.sum_all[rows], self.n_all[rows], self.sum_real[rows],
+                        self.n_real[rows])
+
     def row(self) -> dict[str, float]:
         return {"nll_masked": self.masked, "nll_with_pad": self.with_pad, "pad_fraction": self.pad_fraction,
                 "real_tokens": int(self.n_real.sum())}
@@ -75,6 +80,17 @@ class DepthStats:
     def nll(self, k: int) -> NLLStats:
         j = self.depths.index(k)
         return NLLStats.from_positions(self.ce[j], self.real, self.doc_index)
+
+    def take(self, rows: np.ndarray) -> DepthStats:
+        """The same sweep on a subset of the rows (an index array or a boolean mask), in their order."""
+        return DepthStats(self.depths, self.ce[:, rows], self.maxprob[:, rows], self.real[rows], self.doc_index[rows],
+                          self.batch[rows])
+
+    def best_depth(self, metric: str = "masked") -> int:
+        """The evaluated depth with the lowest NLL on ``metric`` ("masked" or "with_pad"; the shallowest on a tie)."""
+        if metric not in ("masked", "with_pad"):
+            raise ValueError(f"metric must be 'masked' or 'with_pad', got {metric!r}")
+        return min(self.depths, key=lambda k: (getattr(self.nll(k), metric), k))
 
     def table(self) -> list[dict]:
         return [{"k": k, **self.nll(k).row(), "maxprob_real": float(self.maxprob[j][self.real].mean())}

@@ -45,6 +45,19 @@ def test_kv_cache_logits_equal_a_full_recompute(layout):
         assert not torch.equal(cache["A", 0][0], cache["A", 1][0])
 
 
+def test_forward_cached_refuses_a_wrong_start_and_a_cache_whose_slots_disagree():
+    m = tiny_model("S A*2 S", seq=24)
+    x = torch.randint(4, 37, (1, 10))
+    cache: dict = {}
+    m.forward_cached(x[:, :6], cache, 0)
+    with pytest.raises(ValueError, match=r"start must equal .*\(6\), got 5"):
+        m.forward_cached(x[:, 6:7], cache, 5)
+    k, v = cache["A", 1]
+    cache["A", 1] = (k[:, :, :5], v[:, :, :5])  # a later slot cut short: the first slot alone would look fine
+    with pytest.raises(ValueError, match="slots hold different numbers of positions"):
+        m.forward_cached(x[:, 6:7], cache, 6)
+
+
 @pytest.mark.parametrize("penalty", ["paper", "ctrl"])
 def test_cached_generation_equals_recompute_token_for_token(penalty):
     m = tiny_model("S A*3 S", seq=40, dtype=torch.float64)

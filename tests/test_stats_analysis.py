@@ -215,3 +215,19 @@ def test_choosing_the_best_depth_on_a_selection_half_keeps_the_cost_interval_at_
         split.append(e.lo <= truth <= e.hi)
     assert 0.91 <= np.mean(split) <= 0.985
     assert np.mean(in_sample) <= 0.90  # the regime is one where choosing in-sample visibly under-covers
+
+
+def test_percentile_leaves_out_a_few_undefined_replicates_and_refuses_many():
+    from tiedlm_lib.stats import percentile
+
+    reps = np.linspace(0, 1, 1000)
+    few = reps.copy()
+    few[:5] = np.nan  # 0.5%: left out
+    e = percentile(0.5, few)
+    assert e.lo == pytest.approx(np.quantile(reps[5:], 0.025)) and e.hi == pytest.approx(np.quantile(reps[5:], 0.975))
+    many = reps.copy()
+    many[:20] = np.nan  # 2%
+    with pytest.raises(ValueError, match="2.0% of the 1000 bootstrap replicates are undefined"):
+        percentile(0.5, many)
+    with pytest.raises(ValueError, match="undefined"):
+        percentile(0.5, np.array([]))

@@ -352,7 +352,11 @@ class TiedLM(nn.Module):
         """Logits of ``tokens`` placed at positions start.. , reusing and extending ``cache`` (generation): one KV
         slot per block application, keyed (block, iteration). ``start`` must equal the number of cached positions
         (a wrong one would place the tokens at other positions than the keys they attend to)."""
-        cached = next((kv[0].shape[2] for kv in cache.values() if kv), 0)
+        lengths = {kv[0].shape[2] for kv in cache.values() if kv}
+        if len(lengths) > 1:
+            raise ValueError(f"the cache's slots hold different numbers of positions ({sorted(lengths)}): it was "
+                             "extended by more than one forward_cached sequence or edited")
+        cached = lengths.pop() if lengths else 0
         if start != cached:
             raise ValueError(f"start must equal the number of positions already in the cache ({cached}), got {start}")
         if depth is not None:

@@ -40,9 +40,19 @@ class Estimate:
         return {"point": self.point, "lo": self.lo, "hi": self.hi, "level": self.level}
 
 
+MAX_NAN_REPLICATES = 0.01  # the share of undefined replicates an interval may leave out before it is refused
+
+
 def percentile(point: float, reps: np.ndarray, level: float = 0.95) -> Estimate:
-    """The percentile bootstrap interval of ``reps`` around ``point`` (replicates that are NaN, undefined in their
-    resample, are left out): the one place this project turns replicates into an interval."""
+    """The percentile bootstrap interval of ``reps`` around ``point``: the one place this project turns replicates
+    into an interval. Replicates that are NaN (undefined in their resample) are left out, up to
+    MAX_NAN_REPLICATES of them; more would make the interval describe a selected subset of resamples, so it is
+    refused, naming the share."""
+    reps = np.asarray(reps, dtype=float)
+    nan = float(np.isnan(reps).mean()) if reps.size else 1.0
+    if nan > MAX_NAN_REPLICATES:
+        raise ValueError(f"{nan:.1%} of the {reps.size} bootstrap replicates are undefined (NaN); at most "
+                         f"{MAX_NAN_REPLICATES:.0%} may be left out of a percentile interval")
     q = (1 - level) / 2
     return Estimate(float(point), float(np.nanquantile(reps, q)), float(np.nanquantile(reps, 1 - q)), level)
 

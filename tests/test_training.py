@@ -298,6 +298,7 @@ def test_train_step_applies_the_schedule_clipping_and_weight_decay_as_a_hand_ste
     stream = make_stream(run, smoke_corpus)
     b1, b2 = cfg.betas
     clipped = 0
+    uw, um, uv = [wi.clone() for wi in w], [mi.clone() for mi in m], [vi.clone() for vi in v]  # an unclipped twin
     for step in range(4):
         x, y = stream.next()
         res = train_step(model, opt, x, y, cfg, step, torch.device("cpu"))
@@ -316,13 +317,18 @@ def test_train_step_applies_the_schedule_clipping_and_weight_decay_as_a_hand_ste
         scale = min(1.0, cfg.clip / (norm + 1e-6))
         clipped += scale < 1
         for i, gi in enumerate(g):
-            gi = gi * scale
-            w[i] = w[i] * (1 - lr * cfg.weight_decay)
-            m[i] = b1 * m[i] + (1 - b1) * gi
-            v[i] = b2 * v[i] + (1 - b2) * gi ** 2
-            mh, vh = m[i] / (1 - b1 ** (step + 1)), v[i] / (1 - b2 ** (step + 1))
-            w[i] = w[i] - lr * mh / (vh.sqrt() + 1e-8)
-    assert clipped >= 3  # the clip was active, so removing it would change the weights
+            # the twin uses the clipped path's gradients unscaled (Adam's update is nearly scale-free, so only the
+            # per-step changes of the clip factor show: the smallest difference removing the clip could make)
+            for ws, ms, vs, gs in ((w, m, v, gi * scale), (uw, um, uv, gi)):
+                ws[i] = ws[i] * (1 - lr * cfg.weight_decay)
+                ms[i] = b1 * ms[i] + (1 - b1) * gs
+                vs[i] = b2 * vs[i] + (1 - b2) * gs ** 2
+                mh, vh = ms[i] / (1 - b1 ** (step + 1)), vs[i] / (1 - b2 ** (step + 1))
+                ws[i] = ws[i] - lr * mh / (vh.sqrt() + 1e-8)
+    assert clipped >= 3  # the clip was active
+    # ... and visible at the tolerance below: the unclipped twin is farther from the clipped reference than that
+    gap = max(float(((wi - ui).abs() - (1e-6 + 1e-4 * wi.abs())).max()) for wi, ui in zip(w, uw))
+    assert gap > 0, "clipping changes the weights by less than the comparison's tolerance: the test could not see it"
     for p, wi in zip(model.parameters(), w):
         torch.testing.assert_close(p.detach().double(), wi, rtol=1e-4, atol=1e-6)
     assert max(float((wi - w0i).abs().max()) for wi, w0i in zip(w, w0)) > 1e-3  # the steps moved the weights

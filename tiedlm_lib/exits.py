@@ -258,12 +258,11 @@ def disagreement_rate(f: DepthFeatures, depth_idx: np.ndarray) -> tuple[float, f
     """The token-level share of rows whose exit at ``depth_idx`` disagrees with full depth, and its standard error
     with documents as the independent unit (the ratio estimator's linearisation: u_i = d_i − rate·n_i per document,
     SE² = m/(m−1)·Σu_i² / (Σn_i)² over m documents)."""
-    docs, pos = np.unique(f.doc, return_inverse=True)
+    docs, sums = _doc_sums(f, depth_idx)
     m = len(docs)
     if m < 2:
         raise ValueError(f"a disagreement rate's standard error needs at least 2 documents, got {m}")
-    n = np.bincount(pos, minlength=m).astype(float)
-    d = np.bincount(pos, weights=(~f.agree[np.arange(len(depth_idx)), depth_idx]).astype(float), minlength=m)
+    n, d = sums["n"], sums["n"] - sums["agreement"]  # rows per document, and those that disagree
     rate = float(d.sum() / n.sum())
     u = d - rate * n
     return rate, float(math.sqrt(m / (m - 1) * (u ** 2).sum()) / n.sum())

@@ -426,6 +426,52 @@ def test_every_rule_comes_from_the_preregistered_spec():
         V.rule("A13", "a part nobody wrote")
 
 
+def _numeric(x):
+    try:
+        return float(x)
+    except ValueError:
+        return None
+
+
+def test_every_preregistered_rule_flips_at_its_boundary_on_both_sides():
+    """Each numeric row of preregistered.csv, read through V.rule as the criteria read it: a narrow interval just on
+    each side of each boundary the row implies (written here from the row's threshold t, SESOI d and side s, not
+    from Rule.boundaries) gets the verdict docs/statistics.md §2 gives it. A threshold, SESOI or side read wrongly
+    moves a boundary and fails here."""
+    from tiedlm_lib.inference import read_spec
+
+    checked = 0
+
+    def at(c):  # a narrow interval around c, narrower than the step e below
+        return (c - 1e-3 * d, c + 1e-3 * d)
+
+    for row in read_spec():
+        t, d = _numeric(row["threshold"] or "0"), _numeric(row["sesoi"])
+        if row["rule"] not in ("superiority", "equivalence", "noninferiority") or t is None or d is None:
+            continue
+        r = V.rule(row["claim"], row["part"])
+        s = int(row["side"] or 1)
+        assert (r.threshold, r.sesoi, r.side) == (t, d, s), row
+        e = 0.01 * d  # a small step beyond a boundary
+        if r.kind == "superiority":
+            assert r.judge(*at(t + s * (d + e))) == "reproduced", row
+            assert r.judge(*at(t - s * e)) == "not reproduced", row
+            assert r.judge(t - e, t + d + e) == "inconclusive", row  # straddles the threshold
+            inside = r.judge(*at(t + s * d / 2))  # clears t but lies inside ±d
+            assert inside == ("not reproduced" if row["negligible"] == "yes" else "reproduced"), row
+        elif r.kind == "equivalence":
+            assert r.judge(*at(t + d - e)) == r.judge(*at(t - d + e)) == "reproduced", row
+            assert r.judge(*at(t + d + e)) == r.judge(*at(t - d - e)) == "not reproduced", row
+            assert r.judge(t + d - e, t + d + e) == "inconclusive", row
+        else:
+            b = t + s * d  # the worse side's margin
+            assert r.judge(*at(b - s * e)) == "reproduced", row
+            assert r.judge(*at(b + s * e)) == "not reproduced", row
+            assert r.judge(b - e, b + e) == "inconclusive", row
+        checked += 1
+    assert checked >= 30  # the spec's numeric rows, not a few
+
+
 def test_criteria_refuse_empty_evidence_by_name():
     with pytest.raises(ValueError, match="A5 needs at least one unit"):
         V.a5({})

@@ -153,7 +153,7 @@ for (name, seed), r in runs.items():
     for penalty in ("paper", "ctrl"):
         cfg = SamplingConfig(max_new=max_new, penalty=penalty)
         for j, p in enumerate(prompts):
-            out = generate(r.model, p, cfg, seed=sample_seed)
+            out, _ = generate(r.model, p, cfg, seed=sample_seed)
             outs[name, seed, penalty, j] = out
             gen_rows.append({"model": name, "seed": seed, "penalty": penalty, "prompt": j, "pad rate": pad_rate(out),
                              "distinct-1": distinct_n(out, 1), "distinct-2": distinct_n(out, 2),

@@ -63,11 +63,47 @@ def test_cached_generation_equals_recompute_token_for_token(penalty):
     m = tiny_model("S A*3 S", seq=40, dtype=torch.float64)
     cfg = SamplingConfig(max_new=24, penalty=penalty)
     prompt = [5, 9, 11, 7, 30, 12]
-    a = generate(m, prompt, cfg, seed=3, use_cache=True)
-    b = generate(m, prompt, cfg, seed=3, use_cache=False)
+    a, info_a = generate(m, prompt, cfg, seed=3, use_cache=True)
+    b, info_b = generate(m, prompt, cfg, seed=3, use_cache=False)
     assert a == b and len(a) == 24
-    assert generate(m, prompt, cfg, seed=3) == a  # seeded
-    assert generate(m, prompt, cfg, seed=4) != a
+    assert generate(m, prompt, cfg, seed=3)[0] == a  # seeded
+    assert generate(m, prompt, cfg, seed=4)[0] != a
+    # what each computed: 5 applications per position (S, A*3, S); the cache computes every position once, the
+    # recompute every prefix again: 6, 7, ..., 29 positions
+    assert (info_a.new_tokens, info_a.applications, info_a.calls) == (24, 5 * (6 + 23), 5 * 24)
+    assert (info_b.applications, info_b.calls) == (5 * sum(range(6, 30)), 5 * 24) and not info_a.stopped
+
+
+def test_greedy_generation_and_the_shared_signature():
+    """sampling=None is greedy: the trained model's argmax, recomputed by hand; a stop id ends it (included) and is
+    reported; the plain and speculative generate take the same leading parameters and both return (tokens, info)."""
+    import inspect
+
+    from tiedlm_lib import speculative
+
+    m = tiny_model("S A*3 S", seq=64, dtype=torch.float64)
+    torch.nn.init.normal_(m.head.weight, std=0.5)
+    prompt = [5, 9, 11]
+    out, info = generate(m, prompt, None, max_new=10)
+    seq = list(prompt)
+    with torch.no_grad():
+        for _ in range(10):
+            seq.append(int(m(torch.tensor([seq]))[0, -1].argmax()))
+    assert out == seq[3:] and info.new_tokens == 10 and not info.stopped
+    assert generate(m, prompt, None, max_new=10, depth=1)[1].applications == 3 * (3 + 9)  # S, A once, S
+    stop = out[4]
+    cut, info = generate(m, prompt, None, max_new=10, stop=[stop])
+    assert cut == out[:out.index(stop) + 1] and info.stopped and info.new_tokens == len(cut)
+    spec, sinfo = speculative.generate(m, prompt, None, max_new=10, stop=[stop], draft_depth=1, draft_len=3)
+    assert spec == cut and sinfo.stopped and sinfo.new_tokens == info.new_tokens
+    assert len(generate(m, prompt)[0]) == SamplingConfig.max_new  # greedy by default, SamplingConfig's length
+    plain = list(inspect.signature(generate).parameters)
+    assert list(inspect.signature(speculative.generate).parameters)[:6] == plain[:6] == [
+        "model", "prompt", "sampling", "max_new", "seed", "stop"]
+    with pytest.raises(ValueError, match="sampling must be a SamplingConfig or None"):
+        generate(m, prompt, 10)
+    with pytest.raises(ValueError, match="max_new must be a positive integer"):
+        generate(m, prompt, None, max_new=0)
 
 
 def test_penalty_sign_handling():

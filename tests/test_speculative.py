@@ -27,8 +27,8 @@ def test_greedy_is_exactly_plain_greedy_decoding(layout, block):
     first = m.core_segments[0].iters
     for n_prompt, d, L in [(1, 1, 3), (5, first - 1, 4), (7, max(1, first // 2), 1), (3, 2, 9)]:
         prompt = _prompt(n_prompt, seed=n_prompt)
-        want = generate(m, prompt, SamplingConfig(**{**GREEDY.__dict__, "max_new": 20}))
-        got, info = spec_generate(m, prompt, 20, d, L)
+        want = generate(m, prompt, SamplingConfig(**{**GREEDY.__dict__, "max_new": 20}))[0]
+        got, info = spec_generate(m, prompt, max_new=20, draft_depth=d, draft_len=L)
         assert got == want, (layout, d, L)
         assert info.new_tokens == 20 and 0 <= info.accepted <= info.drafted
         assert info.rounds == 20 - info.accepted  # each round adds its accepted tokens plus one
@@ -39,8 +39,8 @@ def test_greedy_is_exact_in_float32_and_a_shallow_draft_is_accepted_often_on_a_m
     with torch.no_grad():  # a loop that barely moves the state: the draft and the full model agree
         m.blocks["A"].alpha_logit.fill_(-20.0)
     prompt = _prompt(6)
-    want = generate(m, prompt, SamplingConfig(**{**GREEDY.__dict__, "max_new": 40}))
-    got, info = spec_generate(m, prompt, 40, 1, 8)
+    want = generate(m, prompt, SamplingConfig(**{**GREEDY.__dict__, "max_new": 40}))[0]
+    got, info = spec_generate(m, prompt, max_new=40, draft_depth=1, draft_len=8)
     assert got == want and info.acceptance > 0.7
     # fewer sequential block calls than plain decoding, though more position-applications (the draft's own work)
     assert info.calls < 0.6 * info.plain_calls and info.applications > info.plain_applications
@@ -51,9 +51,9 @@ def test_the_applications_it_reports_are_the_ones_it_ran():
     calls = []
     hooks = [b.register_forward_hook(lambda mod, i, o: calls.append(o.shape[1])) for b in m.blocks.values()]
     try:
-        _, info = spec_generate(m, _prompt(5), 17, 2, 3)
+        _, info = spec_generate(m, _prompt(5), max_new=17, draft_depth=2, draft_len=3)
         plain_calls = len(calls)
-        generate(m, _prompt(5), SamplingConfig(**{**GREEDY.__dict__, "max_new": 17}))
+        generate(m, _prompt(5), SamplingConfig(**{**GREEDY.__dict__, "max_new": 17}))[0]
         plain = calls[plain_calls:]
         calls = calls[:plain_calls]
     finally:
@@ -67,10 +67,10 @@ def test_the_applications_it_reports_are_the_ones_it_ran():
 def test_stop_tokens_end_generation_and_are_included():
     m = tiny_model("S A*6 S", seq=48, dtype=torch.float64)
     prompt = _prompt(4)
-    full = generate(m, prompt, SamplingConfig(**{**GREEDY.__dict__, "max_new": 30}))
+    full = generate(m, prompt, SamplingConfig(**{**GREEDY.__dict__, "max_new": 30}))[0]
     stop = full[7]
     want = full[:full.index(stop) + 1]
-    got, _ = spec_generate(m, prompt, 30, 2, 5, stop=[stop])
+    got, _ = spec_generate(m, prompt, max_new=30, draft_depth=2, draft_len=5, stop=[stop])
     assert got == want
 
 
@@ -84,9 +84,9 @@ def test_a_draft_probe_changes_acceptance_never_the_output(placement, form):
     states = collect_states(m, batches, plan(m.config.layout, "prefix", 2), placement, full=full)
     fitted = fit_probe(m, states, ProbeSpec(placement, form), iters=5)
     prompt = _prompt(5)
-    want = generate(m, prompt, SamplingConfig(**{**GREEDY.__dict__, "max_new": 25}))
-    got, info = spec_generate(m, prompt, 25, 2, 4, probe=fitted)
-    plain, info0 = spec_generate(m, prompt, 25, 2, 4)
+    want = generate(m, prompt, SamplingConfig(**{**GREEDY.__dict__, "max_new": 25}))[0]
+    got, info = spec_generate(m, prompt, max_new=25, draft_depth=2, draft_len=4, probe=fitted)
+    plain, info0 = spec_generate(m, prompt, max_new=25, draft_depth=2, draft_len=4)
     assert got == want == plain
     assert info.drafted > 0 and info0.drafted > 0
     # the draft reads out through the probe, exactly as the probe's own readout does
@@ -144,7 +144,7 @@ def test_sampling_follows_the_full_models_distribution(cfg, seed, std):
     n = 1200
     counts: dict = {}
     for s in range(n):  # three tokens: two drafted in the first round, so both acceptance paths and rollback run
-        toks, _ = spec_generate(m, prompt, 3, 1, 2, sampling=cfg, seed=s)
+        toks, _ = spec_generate(m, prompt, max_new=3, draft_depth=1, draft_len=2, sampling=cfg, seed=s)
         counts[tuple(toks)] = counts.get(tuple(toks), 0) + 1
     stat, df = _chi2(counts, target, n)
     crit = df + 4.0 * np.sqrt(2 * df)  # far in the tail (chi2 sd = sqrt(2 df)): a correct sampler fails ~never
@@ -164,7 +164,7 @@ def test_the_benchmark_baseline_is_plain_greedy_decoding():
     m = tiny_model("S A*4 S", seq=40, dtype=torch.float64)
     prompts = [_prompt(5, seed=s) for s in range(3)]
     for p in prompts:
-        assert plain_greedy(m, p, 12) == generate(m, p, SamplingConfig(**{**GREEDY.__dict__, "max_new": 12}))
+        assert plain_greedy(m, p, 12) == generate(m, p, SamplingConfig(**{**GREEDY.__dict__, "max_new": 12}))[0]
     rows, summary = benchmark(m, prompts, 12, [(1, 2), (2, 3)], n_boot=100)
     assert len(rows) == 6 and [(s["draft depth"], s["draft length"]) for s in summary] == [(1, 2), (2, 3)]
     assert all(s["speed-up lo"] <= s["speed-up"] <= s["speed-up hi"] and s["identical outputs"] for s in summary)
@@ -185,8 +185,8 @@ def test_the_benchmark_alternates_plain_and_speculative_calls_and_keeps_the_fast
         _time.sleep(0.04 if len(calls) == 2 else 0.02)  # the first timed plain call is slowed by a "burst"
         return [1, 2]
 
-    def fake_generate(model, prompt, max_new, d, L, probe=None):
-        calls.append(f"spec{d}")
+    def fake_generate(model, prompt, max_new, draft_depth, draft_len, probe=None):
+        calls.append(f"spec{draft_depth}")
         _time.sleep(0.01)
         return [1, 2], SpeculativeInfo(rounds=1, drafted=2, accepted=1, calls=3, plain_calls=4)
 
@@ -202,17 +202,17 @@ def test_the_benchmark_alternates_plain_and_speculative_calls_and_keeps_the_fast
 def test_bad_input_is_refused_with_a_clear_error():
     m = tiny_model("S A*4 S", seq=16)
     with pytest.raises(ValueError, match="draft_depth must be an integer in 1..3"):
-        spec_generate(m, [5, 6], 4, 4, 2)
+        spec_generate(m, [5, 6], max_new=4, draft_depth=4, draft_len=2)
     with pytest.raises(ValueError, match="draft_len must be a positive integer"):
-        spec_generate(m, [5, 6], 4, 2, 0)
+        spec_generate(m, [5, 6], max_new=4, draft_depth=2, draft_len=0)
     with pytest.raises(ValueError, match="exceeds max_seq_len 16"):
-        spec_generate(m, [5] * 10, 7, 2, 2)
+        spec_generate(m, [5] * 10, max_new=7, draft_depth=2, draft_len=2)
     with pytest.raises(ValueError, match="at least one token"):
-        spec_generate(m, [], 4, 2, 2)
+        spec_generate(m, [], max_new=4, draft_depth=2, draft_len=2)
     with pytest.raises(ValueError, match="no tied loop"):
-        spec_generate(tiny_model("S*3", seq=16), [5], 4, 1, 2)
+        spec_generate(tiny_model("S*3", seq=16), [5], max_new=4, draft_depth=1, draft_len=2)
     with pytest.raises(ValueError, match="lens.FittedProbe"):
-        spec_generate(m, [5], 4, 1, 2, probe=object())
+        spec_generate(m, [5], max_new=4, draft_depth=1, draft_len=2, probe=object())
 
 
 @pytest.mark.parametrize("name", ["v3", "v12", "v13", "v14"])
@@ -231,9 +231,9 @@ def test_twenty_prompts_per_paper_layout_at_smoke_size(name):
     first = m.core_segments[0].iters
     for i in range(20):
         prompt = _prompt(1 + i % 7, vocab=cfg.vocab_size, seed=100 + i)
-        want = generate(m, prompt, SamplingConfig(**{**GREEDY.__dict__, "max_new": 8}))
+        want = generate(m, prompt, SamplingConfig(**{**GREEDY.__dict__, "max_new": 8}))[0]
         d, L = 1 + i % (first - 1), 1 + i % 5
-        assert spec_generate(m, prompt, 8, d, L)[0] == want, (name, i, d, L)
+        assert spec_generate(m, prompt, max_new=8, draft_depth=d, draft_len=L)[0] == want, (name, i, d, L)
 
 
 def test_cache_rollback_is_the_cache_of_the_shorter_sequence():

@@ -10,6 +10,10 @@ multinomial draw from a seeded generator. The penalty comes in two forms:
 
 With ``use_cache=True`` the model keeps one KV cache per block application (per loop iteration), so each new token
 costs one position's computation; ``use_cache=False`` recomputes the whole sequence each step, as the original did.
+
+``generate`` and ``speculative.generate`` share one signature and return type: ``tokens, info = generate(model,
+prompt, sampling, max_new=..., seed=..., stop=...)``, with ``sampling=None`` for greedy decoding and ``info`` the
+counts of what the call computed (``GenerationInfo``; the speculative one adds its rounds and acceptance).
 """
 
 from __future__ import annotations
@@ -88,37 +92,69 @@ def next_token(logits: torch.Tensor, history: Sequence[int], cfg: SamplingConfig
     return int(torch.multinomial(distribution(logits, history, cfg), 1, generator=generator))
 
 
-@torch.no_grad()
-def generate(model, prompt: Sequence[int], cfg: SamplingConfig = SamplingConfig(), seed: int = 42,
-             use_cache: bool = True, depth: int | None = None, stop: Sequence[int] = ()) -> list[int]:
-    """New token ids after ``prompt`` (the paper: 48 tokens, seed 42 reset per model). Stops early at a ``stop``
-    id (which is included)."""
+@dataclass
+class GenerationInfo:
+    """What one generation call computed: new tokens, block *applications* (one block on one position) and block
+    *calls* (sequential steps, each over any number of positions), and whether it ended at a stop id."""
+
+    new_tokens: int = 0
+    applications: int = 0
+    calls: int = 0
+    stopped: bool = False
+
+
+def check_request(model, prompt: Sequence[int], sampling: SamplingConfig | None, max_new: int | None
+                  ) -> tuple[list[int], int]:
+    """The prompt as a list of ints and the number of new tokens asked for (``max_new``; None: ``sampling.max_new``,
+    or SamplingConfig's default for greedy decoding), each checked against the model's context."""
+    if sampling is not None and not isinstance(sampling, SamplingConfig):
+        raise ValueError(f"sampling must be a SamplingConfig or None (greedy), got {type(sampling).__name__}")
     prompt = [int(t) for t in prompt]
     if not prompt:
         raise ValueError("the prompt must hold at least one token")
+    if max_new is None:
+        max_new = sampling.max_new if sampling is not None else SamplingConfig.max_new
+    if not isinstance(max_new, int) or isinstance(max_new, bool) or max_new < 1:
+        raise ValueError(f"max_new must be a positive integer, got {max_new!r}")
     limit = model.config.max_seq_len
-    if len(prompt) + cfg.max_new > limit:
-        raise ValueError(f"prompt of {len(prompt)} tokens + max_new {cfg.max_new} exceeds max_seq_len {limit}")
+    if len(prompt) + max_new > limit:
+        raise ValueError(f"prompt of {len(prompt)} tokens + max_new {max_new} exceeds max_seq_len {limit}")
+    return prompt, max_new
+
+
+@torch.no_grad()
+def generate(model, prompt: Sequence[int], sampling: SamplingConfig | None = None, *, max_new: int | None = None,
+             seed: int = 42, stop: Sequence[int] = (), depth: int | None = None, use_cache: bool = True
+             ) -> tuple[list[int], GenerationInfo]:
+    """Up to ``max_new`` new token ids after ``prompt`` and what the call computed. ``sampling=None``: greedy
+    (argmax); otherwise a seeded draw from ``sampling``'s distribution (the paper: 48 tokens, seed 42 reset per
+    model). Stops early after a ``stop`` id (included). ``depth``: every loop at that many iterations (None: the
+    trained model)."""
+    prompt, max_new = check_request(model, prompt, sampling, max_new)
+    per_token = model.applications_per_token(depth)
+    info = GenerationInfo()
     with eval_mode(model):
         g = torch.Generator().manual_seed(seed)
-        window = prompt[-cfg.penalty_window:] if cfg.penalty_window else []
+        window = prompt[-sampling.penalty_window:] if sampling is not None and sampling.penalty_window else []
         seq, new = list(prompt), []
         cache: dict = {}
-        logits = None
-        for _ in range(cfg.max_new):
-            if use_cache:
-                if logits is None:
-                    logits = model.forward_cached(torch.tensor([seq]), cache, 0, depth)[0, -1]
-                else:
-                    logits = model.forward_cached(torch.tensor([[seq[-1]]]), cache, len(seq) - 1, depth)[0, -1]
+        for _ in range(max_new):
+            if not use_cache:  # the original: the whole sequence each step
+                inputs, logits = len(seq), model(torch.tensor([seq]), depth=depth)[0, -1]
+            elif not new:
+                inputs, logits = len(seq), model.forward_cached(torch.tensor([seq]), cache, 0, depth)[0, -1]
             else:
-                logits = model(torch.tensor([seq]), depth=depth)[0, -1]  # the original: the whole sequence each step
-            tok = next_token(logits, window + new, cfg, g)
+                inputs, logits = 1, model.forward_cached(torch.tensor([[seq[-1]]]), cache, len(seq) - 1, depth)[0, -1]
+            info.applications += inputs * per_token
+            info.calls += per_token
+            tok = int(logits.argmax()) if sampling is None else next_token(logits, window + new, sampling, g)
             seq.append(tok)
             new.append(tok)
             if tok in stop:
+                info.stopped = True
                 break
-    return new
+    info.new_tokens = len(new)
+    return new, info
 
 
 def distinct_n(ids: Sequence[int], n: int) -> float:

@@ -222,6 +222,13 @@ class TiedLM(nn.Module):
                              "or a schedule (tiedlm_lib.schedules) whose k counts core applications")
         return next(iter(counts.values()))
 
+    def applications_per_token(self, depth: int | None = None) -> int:
+        """Block applications one position costs in ``model(x, depth=depth)``: each standard layer once, each loop
+        at ``depth`` iterations (None: its trained count)."""
+        if depth is not None:
+            self._check_depth(depth)
+        return sum(1 if s.kind == "std" else (s.iters if depth is None else depth) for s in self.segments)
+
     def alphas(self) -> dict[str, float]:
         return {n: float(self.blocks[n].alpha.detach()) for n in self.loop_names}
 

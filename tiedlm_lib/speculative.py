@@ -37,23 +37,20 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
-from .generate import SamplingConfig, distribution
+from .generate import GenerationInfo, SamplingConfig, check_request, distribution
 from .model import eval_mode
 from .stats import percentile
 
 
 @dataclass
-class SpeculativeInfo:
-    """What one call did: draft/verify rounds, tokens drafted and accepted, and block applications computed (plain
-    cached decoding at full depth computes ``plain_applications`` for the same tokens)."""
+class SpeculativeInfo(GenerationInfo):
+    """What one call did (``GenerationInfo``'s counts) plus draft/verify rounds and tokens drafted and accepted;
+    plain cached decoding at full depth computes ``plain_applications`` in ``plain_calls`` for the same tokens."""
 
     rounds: int = 0
     drafted: int = 0
     accepted: int = 0
-    new_tokens: int = 0
-    applications: int = 0
     plain_applications: int = 0
-    calls: int = 0  # block calls, each over any number of positions: the sequential steps
     plain_calls: int = 0
 
     @property
@@ -92,7 +89,7 @@ class _Stack:
         self.applications = 0
         self.calls = 0
         self.n_prelude, self.n_coda = len(model.prelude_segments), len(model.coda_segments)
-        self.per_token_full = self.n_prelude + sum(s.iters for s in core) + self.n_coda
+        self.per_token_full = model.applications_per_token()
 
     def shared(self, tokens: torch.Tensor, start: int, cache: dict) -> torch.Tensor:
         """Embedding, prelude and the first loop's iterations 0..d−1: identical in the draft and the full model."""
@@ -138,18 +135,12 @@ class _Stack:
         return logits / p.temperature if p is not None and p.spec.form == "temperature" else logits
 
 
-def _check(model, prompt: Sequence[int], max_new: int, draft_len: int) -> list[int]:
-    prompt = [int(t) for t in prompt]
-    if not prompt:
-        raise ValueError("the prompt must hold at least one token")
-    if not isinstance(max_new, int) or max_new < 1:
-        raise ValueError(f"max_new must be a positive integer, got {max_new!r}")
-    if not isinstance(draft_len, int) or draft_len < 1:
+def _check(model, prompt: Sequence[int], sampling: SamplingConfig | None, max_new: int | None, draft_len: int
+           ) -> tuple[list[int], int]:
+    prompt, max_new = check_request(model, prompt, sampling, max_new)
+    if not isinstance(draft_len, int) or isinstance(draft_len, bool) or draft_len < 1:
         raise ValueError(f"draft_len must be a positive integer, got {draft_len!r}")
-    if len(prompt) + max_new > model.config.max_seq_len:
-        raise ValueError(f"prompt of {len(prompt)} tokens + max_new {max_new} exceeds max_seq_len "
-                         f"{model.config.max_seq_len}")
-    return prompt
+    return prompt, max_new
 
 
 @dataclass
@@ -200,15 +191,15 @@ class _Decoder:
 
 
 @torch.no_grad()
-def generate(model, prompt: Sequence[int], max_new: int, draft_depth: int, draft_len: int,
-             sampling: SamplingConfig | None = None, seed: int = 42, probe=None, stop: Sequence[int] = ()
+def generate(model, prompt: Sequence[int], sampling: SamplingConfig | None = None, *, max_new: int | None = None,
+             seed: int = 42, stop: Sequence[int] = (), draft_depth: int, draft_len: int, probe=None
              ) -> tuple[list[int], SpeculativeInfo]:
-    """Up to ``max_new`` new tokens after ``prompt``, drafted ``draft_len`` at a time at ``draft_depth`` and verified at
-    full depth (see the module docstring). ``sampling=None``: greedy, exactly plain greedy decoding's tokens;
-    otherwise the speculative rejection rule, the full model's sampling distribution (``sampling.max_new`` is
-    ignored). ``probe``: a ``lens.FittedProbe`` fitted for the draft depth, applied to the draft's readout only.
-    Stops early after a ``stop`` id (included)."""
-    prompt = _check(model, prompt, max_new, draft_len)
+    """Up to ``max_new`` new tokens after ``prompt`` (None: ``sampling.max_new``), drafted ``draft_len`` at a time at
+    ``draft_depth`` and verified at full depth (see the module docstring); the signature and return type of
+    ``tiedlm_lib.generate.generate``. ``sampling=None``: greedy, exactly plain greedy decoding's tokens; otherwise
+    the speculative rejection rule, the full model's sampling distribution. ``probe``: a ``lens.FittedProbe``
+    fitted for the draft depth, applied to the draft's readout only. Stops early after a ``stop`` id (included)."""
+    prompt, max_new = _check(model, prompt, sampling, max_new, draft_len)
     stack = _Stack(model, draft_depth, probe)
     window = prompt[-sampling.penalty_window:] if sampling is not None and sampling.penalty_window else []
     dec = _Decoder(stack, sampling, torch.Generator().manual_seed(seed), window)
@@ -231,6 +222,7 @@ def generate(model, prompt: Sequence[int], max_new: int, draft_depth: int, draft
             seq += out[:cut]
             new += out[:cut]
             if cut is not None:
+                info.stopped = True
                 break
             dec.rollback(n, drafted, m, states[-1])
     info.new_tokens = len(new)
@@ -264,9 +256,9 @@ def _accept(p_logits: torch.Tensor, drafted: list[int], qs: list[torch.Tensor], 
 @torch.no_grad()
 def plain_greedy(model, prompt: Sequence[int], max_new: int) -> list[int]:
     """The baseline: cached decoding at full depth with an argmax per token (the same per-token work as the
-    speculative path's greedy choice; ``generate.generate`` with top_k=1 gives the same tokens with sampling's
-    filtering on top)."""
-    prompt = _check(model, prompt, max_new, 1)
+    speculative path's greedy choice, without ``generate.generate``'s bookkeeping; ``generate.generate(model, prompt,
+    None, max_new=...)`` gives the same tokens)."""
+    prompt, max_new = _check(model, prompt, None, max_new, 1)
     cache: dict = {}
     with eval_mode(model):
         logits = model.forward_cached(torch.tensor([prompt]), cache, 0)[0, -1]
@@ -314,7 +306,8 @@ def benchmark(model, prompts: Sequence[Sequence[int]], max_new: int, configs: Se
         for d, L in configs:
             (t_plain, t_spec), (want, (got, info)) = alternate(
                 lambda p=prompt: plain_greedy(model, p, max_new),
-                lambda p=prompt, d=d, L=L: generate(model, p, max_new, d, L, probe=probe))
+                lambda p=prompt, d=d, L=L: generate(model, p, max_new=max_new, draft_depth=d, draft_len=L,
+                                                      probe=probe))
             if got != want:
                 raise RuntimeError(f"prompt {i}, draft depth {d}, draft length {L}: speculative output differs from "
                                    "plain greedy decoding")

@@ -193,7 +193,8 @@ def test_full_depth_is_the_trained_model_everywhere_on_an_unequal_loop_layout():
     with pytest.raises(ValueError, match="exits need a depth k whose last value is the trained model"):
         collect_features(m, [EvalBatch(x, x, torch.arange(2))])
     prompt = x[0, :4].tolist()
-    assert generate(m, prompt, max_new=5, draft_depth=1, draft_len=2)[0] == plain_greedy(m, prompt, 5)  # verified against the trained model
+    # verified against the trained model
+    assert generate(m, prompt, max_new=5, draft_depth=1, draft_len=2)[0] == plain_greedy(m, prompt, 5)
     with torch.no_grad():  # plain greedy is the trained model's argmax
         seq = list(prompt)
         for _ in range(5):

@@ -126,6 +126,23 @@ def test_decomposition_telescopes_and_reports_the_calibration_share():
     assert parts == pytest.approx(d["total"].point)
     assert d["application count"].point == pytest.approx(0.3) and d["distinct depth"].point == pytest.approx(0.5)
     assert d["calibration"].point == pytest.approx(0.4) and d["calibration share"].point == pytest.approx(0.4)
+    # the calibration terms come from lens.share_interval: the same intervals as a shared-resample bootstrap of the
+    # share computed directly from the four NLLs (on documents whose gaps vary, so that the interval has width)
+    noisy = {key: Condition("", 0, _stats(base + 10 * sh + rng.normal(0, 2, 40)),
+                            {"head/diagonal": _stats(base + 10 * csh + rng.normal(0, 2, 40))}, {})
+             for key, sh, csh in [(("prefix", 1), 1.0, 0.6), (("prefix", 8), 0.0, 0.0), (("repeat", 1), 0.7, 0.7),
+                                  (("repeat", 4), 0.2, 0.2)]}
+    got = decompose(noisy, 1, 4, 8, n_boot=300)
+    a, b = noisy["prefix", 1], noisy["prefix", 8]
+    direct = bootstrap_terms({"a": a.raw, "b": b.raw, "ca": a.calibrated["head/diagonal"],
+                              "cb": b.calibrated["head/diagonal"]},
+                             lambda v: {"share": (v["a"] - v["b"] - (v["ca"] - v["cb"])) / (v["a"] - v["b"]),
+                                        "total": v["a"] - v["b"]}, n_boot=300)
+    for term, name in (("calibration share", "share"), ("total", "total")):
+        assert (got[term].point, got[term].lo, got[term].hi) == pytest.approx(
+            (direct[name].point, direct[name].lo, direct[name].hi), abs=1e-12)
+    assert got["calibration share"].hi - got["calibration share"].lo > 0.05  # a real interval, not a point
+    assert list(d)[:4] == ["total", "calibrated gap", "calibration", "calibration share"]
     with pytest.raises(ValueError, match="needs conditions"):
         decompose(conds, 1, 2, 8)
 

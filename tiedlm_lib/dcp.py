@@ -26,11 +26,11 @@ from .lens import (
     FittedProbe,
     ProbeSpec,
     Readout,
-    calibration_terms,
     collect_states,
     fit_probe,
     probe_nll,
     readout_metrics,
+    share_interval,
 )
 from .schedules import budget, plan
 from .stats import Estimate, bootstrap_indices, percentile, replicates, value
@@ -121,26 +121,30 @@ def bootstrap_terms(conds: dict[str, NLLStats], terms: Callable[[dict[str, np.nd
 
 
 def decomposition_terms(v: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-    """The DCP decomposition of the naive gap prefix(k_min) − prefix(k_max) (PROTOCOL §8). Condition keys:
-    prefix_min, prefix_max, control_min, control_mid (the same-application-count schedule: paper B's repeat, or
-    frozen for a single tied loop), cal_prefix_min, cal_prefix_max. The first three terms telescope to the total;
-    calibration is the part of the total that recalibrating the readout removes."""
-    out = {"application count": v["prefix_min"] - v["control_min"],
-           "distinct depth": v["control_min"] - v["control_mid"],
-           "block composition": v["control_mid"] - v["prefix_max"]}
-    return {**calibration_terms(v["prefix_min"] - v["prefix_max"], v["cal_prefix_min"] - v["cal_prefix_max"]),
-            **out}
+    """The schedule terms of the DCP decomposition of the naive gap prefix(k_min) − prefix(k_max) (PROTOCOL §8).
+    Condition keys: prefix_min, prefix_max, control_min, control_mid (the same-application-count schedule: paper B's
+    repeat, or frozen for a single tied loop). The three terms telescope to the total."""
+    return {"total": v["prefix_min"] - v["prefix_max"],
+            "application count": v["prefix_min"] - v["control_min"],
+            "distinct depth": v["control_min"] - v["control_mid"],
+            "block composition": v["control_mid"] - v["prefix_max"]}
 
 
 def decompose(conditions: dict[tuple, Condition], k_min: int, k_mid: int, k_max: int, control: str = "repeat",
               probe: str = "head/diagonal", n_boot: int = 5000, seed: int = 0) -> dict[str, Estimate]:
-    """The decomposition from ``evaluate_schedules`` output (which must hold prefix and ``control`` at the ks)."""
+    """The decomposition from ``evaluate_schedules`` output (which must hold prefix and ``control`` at the ks): the
+    three schedule terms (``decomposition_terms``) and the calibration terms — the part of the total that ``probe``
+    removes and its share — from the one share estimator, ``lens.share_interval``, on the same resample. The probes
+    are held fixed here (evaluation resampling only); ``lens.share_by_probe`` gives the share with refits."""
     need = [("prefix", k_min), ("prefix", k_max), (control, k_min), (control, k_mid)]
     missing = [c for c in need if c not in conditions]
     if missing:
         raise ValueError(f"the decomposition needs conditions {missing}, which were not evaluated")
-    conds = {"prefix_min": conditions["prefix", k_min].raw, "prefix_max": conditions["prefix", k_max].raw,
-             "control_min": conditions[control, k_min].raw, "control_mid": conditions[control, k_mid].raw,
-             "cal_prefix_min": conditions["prefix", k_min].calibrated[probe],
-             "cal_prefix_max": conditions["prefix", k_max].calibrated[probe]}
-    return bootstrap_terms(conds, decomposition_terms, n_boot, seed)
+    raw = (conditions["prefix", k_min].raw, conditions["prefix", k_max].raw)
+    conds = {"prefix_min": raw[0], "prefix_max": raw[1],
+             "control_min": conditions[control, k_min].raw, "control_mid": conditions[control, k_mid].raw}
+    out = bootstrap_terms(conds, decomposition_terms, n_boot, seed)
+    cal = share_interval(raw, (conditions["prefix", k_min].calibrated[probe],
+                               conditions["prefix", k_max].calibrated[probe]), [], n_boot, seed, centre=False)
+    return {"total": out["total"], **{k: cal[k] for k in ("calibrated gap", "calibration", "calibration share")},
+            **{k: out[k] for k in ("application count", "distinct depth", "block composition")}}

@@ -259,3 +259,25 @@ def test_heldout_gives_every_held_out_document_once_or_the_papers_draws_and_held
     want = evaluate_nll(run.model, heldout(cfg, 8)())
     assert np.array_equal(got.doc_index, np.arange(8))
     assert got.masked == pytest.approx(want.masked) and got.with_pad == pytest.approx(want.with_pad)
+
+
+def test_assert_direction_passes_the_named_direction_and_fails_a_flipped_one():
+    from tiedlm_lib.analysis import assert_direction
+    from tiedlm_lib.stats import Estimate
+
+    a, b = {0: 2.5, 1: 2.7}, {0: 2.4, 1: 2.9}
+    good = {s: Estimate(a[s] - b[s], a[s] - b[s] - 0.1, a[s] - b[s] + 0.1) for s in a}
+    assert_direction("tied - vanilla", good, a, b)  # passes silently
+    flipped = {s: Estimate(-e.point, -e.hi, -e.lo) for s, e in good.items()}
+    with pytest.raises(AssertionError, match=r"tied - vanilla, 0: the evidence handed to the verdict is -0\.1"):
+        assert_direction("tied - vanilla", flipped, a, b)
+    assert_direction("phantom / full", {0: 1.25}, {0: 5.0}, {0: 4.0}, kind="ratio")
+    with pytest.raises(AssertionError, match="phantom / full, 0"):
+        assert_direction("phantom / full", {0: 0.8}, {0: 5.0}, {0: 4.0}, kind="ratio")  # the ratio swapped
+    assert_direction("nan stays nan", {0: float("nan")}, {0: float("nan")}, {0: 1.0})
+    with pytest.raises(ValueError, match="same keys"):
+        assert_direction("x", {0: 0.1}, {0: 1.0, 1: 2.0}, {0: 0.9, 1: 1.0})
+    with pytest.raises(ValueError, match="kind must be"):
+        assert_direction("x", {0: 0.1}, {0: 1.0}, {0: 0.9}, kind="sum")
+    with pytest.raises(ValueError, match="no evidence"):
+        assert_direction("x", {}, {}, {})

@@ -3,7 +3,7 @@ exit-versus-uniform comparisons and saturation depths. Each returns plain data (
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from functools import lru_cache
 
 import numpy as np
@@ -143,3 +143,32 @@ def heldout_scores(run, bench=None, n_docs: int | None = None) -> dict[str, NLLS
     if bench is not None:
         out["suffix"] = suffix_nll(run.model, bench)
     return out
+
+
+def assert_direction(label: str, evidence: Mapping, first: Mapping, second: Mapping, kind: str = "difference",
+                     tol: float = 1e-9) -> None:
+    """Fail loudly unless every unit's evidence point is ``first − second`` (``kind="difference"``) or ``first /
+    second`` (``"ratio"``), where ``first`` and ``second`` are recomputed by the caller from the quantities its table
+    shows, by another code path than the one that built the evidence. A notebook calls it before handing evidence
+    to a verdict, so that a flipped sign (or a swapped ratio) fails the notebook instead of reversing a verdict
+    silently. The three mappings are keyed alike (seeds, or (unit, seed) pairs); evidence values are Estimates or
+    numbers. Raises AssertionError naming the label, the unit and both values."""
+    if kind not in ("difference", "ratio"):
+        raise ValueError(f"kind must be 'difference' or 'ratio', got {kind!r}")
+    if not evidence:
+        raise ValueError(f"{label}: no evidence to check")
+    if set(evidence) != set(first) or set(first) != set(second):
+        raise ValueError(f"{label}: evidence, first and second must have the same keys, got {sorted(evidence)}, "
+                         f"{sorted(first)} and {sorted(second)}")
+    for key, e in evidence.items():
+        got = float(getattr(e, "point", e))
+        a, b = float(first[key]), float(second[key])
+        want = a - b if kind == "difference" else a / b
+        if not (np.isfinite(got) and np.isfinite(want)):
+            if got == want or (np.isnan(got) and np.isnan(want)):
+                continue
+            raise AssertionError(f"{label}, {key}: evidence {got} but the recomputed {kind} is {want}")
+        if abs(got - want) > tol * max(1.0, abs(want)):
+            raise AssertionError(f"{label}, {key}: the evidence handed to the verdict is {got:.6g}, but {kind} of the "
+                                 f"table's values ({a:.6g}, {b:.6g}) is {want:.6g}: its direction or its inputs are "
+                                 "not what its name says")

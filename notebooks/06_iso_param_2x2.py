@@ -33,7 +33,7 @@ import altair as alt
 import pandas as pd
 
 from tiedlm_lib import get_run, inference, verdicts
-from tiedlm_lib.analysis import cached_corpus, heldout_scores
+from tiedlm_lib.analysis import assert_direction, cached_corpus, heldout_scores
 from tiedlm_lib.benchmark import draw
 from tiedlm_lib.experiments import get_scale, section_overrides, sft_run
 from tiedlm_lib.report import Report, seed_color
@@ -109,16 +109,22 @@ GAPS = {"tied - vanilla": ("tied, full (v10)", "vanilla (v9)"),
         "phantom - full": ("tied, phantom (v7)", "tied, full (v10)"),
         "tied - compute-matched vanilla": ("tied, full (v10)", "vanilla, compute-matched (v9c)"),
         "tied - vanilla, after SFT": ("tied, full (v10) + SFT", "vanilla (v9) + SFT")}
+METRICS = (("suffix real-token", "suffix", "masked"), ("suffix with pad", "suffix", "with_pad"),
+           ("full-sequence masked", "full", "masked"))
 gap_rows, ests = [], {}
 for gname, (a, b) in GAPS.items():
-    for metric, key, m in (("suffix real-token", "suffix", "masked"), ("suffix with pad", "suffix", "with_pad"),
-                           ("full-sequence masked", "full", "masked")):
+    for metric, key, m in METRICS:
         for seed in seeds:
             e = paired_diff(scores[a, seed][key], scores[b, seed][key], m, n_boot, seed)
             ests.setdefault((gname, metric), []).append(e)
             gap_rows.append({"gap": gname, "metric": metric, "seed": seed, "value": e.point, "lo": e.lo,
                              "hi": e.hi})
 gaps = rep.table(pd.DataFrame(gap_rows), "gaps")
+for gname, (a, b) in GAPS.items():  # each gap is first − second, recomputed from the scores table's NLLs
+    for metric, key, m in METRICS:
+        assert_direction(f"{gname} ({metric})", dict(zip(seeds, ests[gname, metric])),
+                         {sd: getattr(scores[a, sd][key], m) for sd in seeds},
+                         {sd: getattr(scores[b, sd][key], m) for sd in seeds})
 
 
 def pooled_columns(es):

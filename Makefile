@@ -97,8 +97,10 @@ save-runs:
 	  if [ -f "$$d/result.json" ] && [ -f "$$d/model.safetensors" ]; then \
 	    git add -f "$$d/model.safetensors" "$$d/config.json" "$$d/result.json" "$$d/metrics.jsonl" && n=$$((n+1)); \
 	    if [ -d "$$d/derived" ]; then git add -f "$$d/derived"; fi; \
+	    for w in "$$d"weights-step*.safetensors; do if [ -f "$$w" ]; then git add -f "$$w"; fi; done; \
 	    git rm -q --cached --ignore-unmatch "$$d/checkpoint.safetensors"; \
 	  elif [ "$(PARTIAL)" = 1 ] && [ -f "$$d/checkpoint.safetensors" ]; then \
 	    git add -f "$$d/checkpoint.safetensors" "$$d/config.json" "$$d/metrics.jsonl" && p=$$((p+1)); \
+	    for w in "$$d"weights-step*.safetensors; do if [ -f "$$w" ]; then git add -f "$$w"; fi; done; \
 	  fi; \
 	done; echo "$$n complete runs of runs/$(SCALE) staged, $$p unfinished checkpoints"

@@ -86,6 +86,23 @@ def test_an_incomplete_run_is_resumed_not_reused(tmp_path):
     assert r.result["steps"] == 6 and [m["step"] for m in r.metrics if "loss" in m] == [0, 5]
 
 
+def test_a_horizon_run_serves_its_kept_weights_and_is_refused_without_them(tmp_path):
+    from tiedlm_lib.training import kept_weights_name
+
+    cfg = experiment("horizon-phantom", "smoke", overrides={"train.steps": 9, "train.keep_weights_at": (3, 6)})
+    r = get_run(cfg, root=tmp_path, progress=False)
+    assert r.kept_steps == [3, 6, 9] and r.model_at(9) is r.model
+    at3 = r.model_at(3)
+    saved = load_model(r.dir / kept_weights_name(3), cfg.model)
+    assert all((a == b).all() for a, b in zip(at3.state_dict().values(), saved.state_dict().values()))
+    assert not (at3.state_dict()["head.weight"] == r.model.state_dict()["head.weight"]).all()
+    with pytest.raises(ValueError, match=r"kept its weights at steps \[3, 6, 9\], not at 4"):
+        r.model_at(4)
+    (r.dir / kept_weights_name(6)).unlink()
+    with pytest.raises(StaleRunError, match="lacks the weights it was to keep at steps \\[6\\]"):
+        get_run(cfg, root=tmp_path, progress=False)
+
+
 def test_cli_train_eval_and_errors(tmp_path, capsys):
     args = ["--scale", "smoke", "--set", "train.steps=3", "--runs", str(tmp_path)]
     assert main(["train", "v3", *args]) == 0

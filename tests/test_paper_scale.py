@@ -345,3 +345,21 @@ def test_rehearsal_fixture_is_minimind_format_and_deterministic(tmp_path):
     assert train_tokenizer(texts, 23005).get_vocab_size() > 2000  # the full 240-document fixture reaches 23005
     with pytest.raises(ValueError, match="n_docs must be an integer >= 20"):
         rehearsal_corpus(tmp_path / "c.jsonl", n_docs=5)
+
+
+def test_the_horizon_study_uses_the_paper_long_run_recipe_over_the_scale_horizon(monkeypatch):
+    """cpu: 13,000 steps (13x the short run), warm-up the paper's fraction (1,000 of 39,695 -> 327), cosine to a
+    tenth, betas (0.9, 0.95), the small sandwich; weights kept at 1k, 2k, 4k, 8k; at the paper scale the paper's own
+    39,695 steps with its 1,000-step warm-up."""
+    for mode in ("full", "phantom", "phantom-last"):
+        c = experiment(f"horizon-{mode}", "cpu", 3)
+        assert (c.train.steps, c.train.warmup, c.train.betas) == (13_000, 327, (0.9, 0.95))
+        assert c.train.keep_weights_at == (1000, 2000, 4000, 8000) and c.train.backprop == mode
+        assert c.train.lr_min == pytest.approx(c.train.lr / 10) and c.train.schedule == "cosine"
+        assert c.model == experiment("v3", "cpu", 3).model  # d64, K = 16: the short run's model
+    monkeypatch.setenv("TIEDLM_MINIMIND", "minimind (a config reads no data)")
+    paper = experiment("horizon-full", "paper")
+    assert (paper.train.steps, paper.train.warmup, paper.train.keep_weights_at) == (39_695, 1000,
+                                                                                    (3000, 6000, 12000, 24000))
+    smoke = experiment("horizon-phantom", "smoke")
+    assert smoke.train.steps == 120 and smoke.train.keep_weights_at == (30, 60)

@@ -146,6 +146,33 @@ def test_resume_equals_uninterrupted_training(tmp_path, smoke_corpus):
     assert all(torch.equal(a, b) for a, b in zip(loaded.state_dict().values(), full.model.state_dict().values()))
 
 
+def test_kept_weights_are_the_weights_of_a_run_stopped_there_and_survive_a_resume(tmp_path, smoke_corpus):
+    """keep_weights_at: the weights after step 4 equal those of the same run interrupted after 4 steps (same
+    schedule, same batches), a resume across a kept step keeps it once, and the kept steps are part of the run's
+    identity (the fingerprint) while bad steps are refused by name."""
+    from tiedlm_lib.training import kept_weights_name
+
+    run = _smoke(steps=10, checkpoint_every=3, keep_weights_at=(4, 7))
+    full = train(run, tmp_path / "a", smoke_corpus, progress=False)
+    assert sorted(p.name for p in (tmp_path / "a").glob("weights-step*")) == [kept_weights_name(4),
+                                                                              kept_weights_name(7)]
+    stopped = train(run, tmp_path / "b", smoke_corpus, progress=False, stop_after=4)
+    kept = load_model(tmp_path / "a" / kept_weights_name(4), run.model)
+    for (n, a), (_, b) in zip(kept.state_dict().items(), stopped.model.state_dict().items()):
+        assert torch.equal(a, b), n
+    train(run, tmp_path / "b", smoke_corpus, progress=False)  # resumed from step 4, through the kept step 7
+    for k in (4, 7):
+        a = load_model(tmp_path / "a" / kept_weights_name(k), run.model).state_dict()
+        b = load_model(tmp_path / "b" / kept_weights_name(k), run.model).state_dict()
+        assert all(torch.equal(a[n], b[n]) for n in a), k
+    assert not torch.equal(kept.state_dict()["head.weight"], full.model.state_dict()["head.weight"])
+    assert run.fingerprint() != _smoke(steps=10, checkpoint_every=3).fingerprint()
+    assert _smoke(steps=10).fingerprint() == _smoke(steps=10, keep_weights_at=()).fingerprint()
+    for bad in ((0,), (10,), (7, 4), (4, 4)):
+        with pytest.raises(ValueError, match="keep_weights_at must be increasing integers in"):
+            _smoke(steps=10, keep_weights_at=bad)
+
+
 def test_a_checkpoint_from_another_config_is_refused(tmp_path, smoke_corpus):
     run = _smoke(steps=6)
     train(run, tmp_path, smoke_corpus, progress=False, stop_after=2)

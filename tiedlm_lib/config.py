@@ -115,17 +115,26 @@ class TrainConfig:
     seed: int = 0  # initialisation (torch.manual_seed)
     data_seed: int = 42  # the batch stream (random.Random), as in every original PT script
     checkpoint_every: int = 0  # 0: only at the end
+    # steps after which the weights alone are kept (weights-step<N>.safetensors beside the final model): the points
+    # of a training-horizon curve. Part of the run's identity, unlike checkpoint_every: a run keeps what it promised
+    keep_weights_at: tuple[int, ...] = ()
     log_every: int = 10
     max_nonfinite: int = 100  # consecutive-or-not non-finite losses tolerated before the run stops
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "betas", tuple(self.betas))
+        object.__setattr__(self, "keep_weights_at", tuple(self.keep_weights_at))
         for name in ("steps", "batch_size", "log_every", "max_nonfinite"):
             _positive_int(self, name)
         _check(isinstance(self.warmup, int) and 0 <= self.warmup < self.steps,
                f"TrainConfig.warmup must be an integer in [0, steps), got {self.warmup!r}")
         _check(isinstance(self.checkpoint_every, int) and self.checkpoint_every >= 0,
                f"TrainConfig.checkpoint_every must be an integer >= 0, got {self.checkpoint_every!r}")
+        keep = self.keep_weights_at
+        _check(all(isinstance(k, int) and not isinstance(k, bool) and 0 < k < self.steps for k in keep)
+               and list(keep) == sorted(set(keep)),
+               f"TrainConfig.keep_weights_at must be increasing integers in [1, steps) (steps {self.steps}; the final "
+               f"weights are always kept), got {keep!r}")
         _check(self.lr > 0 and 0 <= self.lr_min <= self.lr,
                f"TrainConfig needs lr > 0 and 0 <= lr_min <= lr, got lr={self.lr}, lr_min={self.lr_min}")
         _check(len(self.betas) == 2 and all(0 <= b < 1 for b in self.betas),

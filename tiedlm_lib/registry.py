@@ -52,6 +52,26 @@ class Scale:
     sft_steps: int | None = None  # SFT steps and lr; None: a quarter of the base run's steps at a quarter of its lr
     sft_lr: float | None = None
     checkpoint_every: int = 0  # a resumable checkpoint every this many steps (a label: no run's fingerprint changes)
+    # the horizon study (section 02): the small sandwich trained this many steps with the paper's long-run recipe
+    # (None: long_steps, the paper's own horizon), its weights kept along the way (``horizon_points``)
+    horizon_steps: int | None = None
+
+    @property
+    def horizon(self) -> int:
+        return self.long_steps if self.horizon_steps is None else self.horizon_steps
+
+    @property
+    def horizon_warmup(self) -> int:
+        """The paper's long-run warm-up (1,000 of 39,695 steps) as the same fraction of the horizon, so that the lr
+        curve has the paper's shape in the fraction of training done (13,000 steps: 327)."""
+        p = SCALES["paper"]
+        return int(self.horizon * p.long_warmup / p.long_steps + 0.5)
+
+    @property
+    def horizon_points(self) -> tuple[int, ...]:
+        """The steps whose weights a horizon run keeps before its last: the short run's length times 1, 2, 4, ...
+        below the horizon (cpu: 1000, 2000, 4000, 8000; the final 13,000 is the trained model)."""
+        return tuple(self.short_steps * 2 ** i for i in range(32) if self.short_steps * 2 ** i < self.horizon)
 
 
 SFT_STEPS, SFT_LR = 28_304, 1e-4  # PROTOCOL §4.6: the paper's SFT runs
@@ -59,12 +79,12 @@ SFT_STEPS, SFT_LR = 28_304, 1e-4  # PROTOCOL §4.6: the paper's SFT runs
 SCALES: dict[str, Scale] = {
     "smoke": Scale("smoke", Size(32, 2, 2e-3, 2e-4), Size(48, 2, 2e-3, 2e-4), K=4, seq_len=64, vocab_size=320,
                    batch_size=8, short_steps=30, long_steps=40, long_warmup=5, depths=(1, 2, 4), max_docs=1500,
-                   log_every=5, seeds=(0,),
+                   log_every=5, seeds=(0,), horizon_steps=120,
                    chosen="sized only to run every notebook in CI in minutes; its verdicts are not evidence for or "
                    "against any claim"),
     "cpu": Scale("cpu", Size(64, 2, 2e-3, 2e-4), Size(128, 4, 1e-3, 1e-4), K=16, seq_len=128, vocab_size=512,
                  batch_size=16, short_steps=1000, long_steps=1500, long_warmup=100, depths=(1, 2, 4, 8, 16),
-                 seeds=(0, 1, 2), checkpoint_every=100,
+                 seeds=(0, 1, 2), checkpoint_every=100, horizon_steps=13_000,
                  chosen="vocabulary and learning rate picked on 2 cores to make the single-depth depth gap of v3 "
                  "visible (1000 steps, held-out NLL k=1 -> 16): vocab 2048 / lr 1e-3 gave a 0.12-nat gap, vocab 512 / "
                  "lr 1e-3 0.23, vocab 512 / lr 2e-3 0.83 (3.74 -> 2.91); the large size at lr 1e-3 3.31 -> 2.89. The "
@@ -146,7 +166,8 @@ class Experiment:
     reference: str  # where the paper (or this project) defines it
     size: str  # the scale's "small" (7.27M-family) or "large" (23.05M-family) preset
     layout: Callable[[Scale], str]
-    horizon: str = "short"  # "short": the paper's 3000-step runs (v3-v6); "long": its 39,695-step runs
+    horizon: str = "short"  # "short": the paper's 3000-step runs (v3-v6); "long": its 39,695-step runs; "study":
+    # the horizon study's scale.horizon steps with the long-run recipe, weights kept at scale.horizon_points
     multi_depth: bool = False  # supervise the scale's depth set (the paper's v4 / v6)
     backprop: str = "full"
 
@@ -154,6 +175,9 @@ class Experiment:
         """The TrainConfig fields this experiment sets at scale ``s``."""
         if self.horizon == "short":
             kw: dict[str, Any] = {"steps": s.short_steps, "warmup": 0, "betas": (0.9, 0.999)}
+        elif self.horizon == "study":
+            kw = {"steps": s.horizon, "warmup": s.horizon_warmup, "betas": (0.9, 0.95),
+                  "keep_weights_at": s.horizon_points}
         else:
             kw = {"steps": s.long_steps, "warmup": s.long_warmup, "betas": (0.9, 0.95)}
         if self.multi_depth:
@@ -189,6 +213,9 @@ EXPERIMENTS: dict[str, Experiment] = {
     "v14u": Experiment("v14 with its last loop under-iterated (an eighth of K), to test A16's second half",
                        "§5.5, A16 (ours)", "large", lambda s: f"S {_loops('ABC', s.K - max(1, s.K // 8))} "
                                                                f"D*{max(1, s.K // 8)}", "long"),
+    **{f"horizon-{mode}": Experiment(f"the horizon study: the small sandwich, {mode} backprop, the paper's long-run "
+                                     "recipe over the scale's horizon (cpu: 13x the short run)", "§3; issue 32 (ours)", "small", _sandwich,
+                                     "study", backprop=mode) for mode in ("full", "phantom", "phantom-last")},
     "v9c": Experiment("compute-matched vanilla: one distinct layer per layer application of the tied sandwich",
                       "PROTOCOL §6.6 (v18 analogue; ours)", "large", lambda s: f"S*{s.K + 4}", "long"),
 }
@@ -362,6 +389,11 @@ def _tagged_runs(scale: str, seeds: Sequence[int] | None) -> list[tuple[RunConfi
         for arm in INTERVENTION_ARMS:  # paper B's intervention (the sampled arm is the sampled-depth model)
             add(intervention_arm(small, arm, s.short_steps), "10", *(("04", "12") if arm == "sampled" else ()))
     return list(out.values())
+
+
+# The horizon study's seeds (docs/statistics.md §5): every seed of the scale for the paper phantom and full backprop;
+# phantom-last (Q5's comparison) on the scale's first three
+HORIZON_SEEDS: dict[str, int | None] = {"full": None, "phantom": None, "phantom-last": 3}
 
 
 # PROTOCOL §4.8: the paper's logged step times (ms/step, one GPU, 23M models unless named) per run name

@@ -23,7 +23,7 @@ from .config import LABELS, RunConfig
 from .model import TiedLM
 from .paths import runs_dir
 from .registry import experiment
-from .training import FINAL, train
+from .training import FINAL, kept_weights_name, train
 
 
 @dataclass
@@ -41,6 +41,21 @@ class Run:
     @property
     def result(self) -> dict[str, Any]:
         return json.loads((self.dir / "result.json").read_text())
+
+    @property
+    def kept_steps(self) -> list[int]:
+        """The steps whose weights the run kept (``TrainConfig.keep_weights_at``), then its final step."""
+        return [*self.config.train.keep_weights_at, self.config.train.steps]
+
+    def model_at(self, step: int) -> TiedLM:
+        """The model after ``step`` training steps: one of ``kept_steps`` (the last is the trained model). A point
+        inside a run is not a shorter run: its learning rate has not decayed to the schedule's end."""
+        if step == self.config.train.steps:
+            return self.model
+        if step not in self.config.train.keep_weights_at:
+            raise ValueError(f"run {self.config.name} (seed {self.config.train.seed}) kept its weights at steps "
+                             f"{self.kept_steps}, not at {step!r}")
+        return load_model(self.dir / kept_weights_name(step), self.config.model)
 
 
 class StaleRunError(ValueError):
@@ -66,6 +81,10 @@ def check_entry(path: Path, cfg: RunConfig) -> None:
     except (OSError, ValueError) as e:
         raise StaleRunError(f"runs cache entry {path} cannot be checked: {e}") from None
     diffs = config_diff(stored.to_dict(), cfg.to_dict(), ignore=LABELS)
+    missing = [k for k in cfg.train.keep_weights_at if not (path / kept_weights_name(k)).is_file()]
+    if missing and not diffs:
+        raise StaleRunError(f"runs cache entry {path} lacks the weights it was to keep at steps {missing} "
+                            f"({', '.join(kept_weights_name(k) for k in missing)}): delete the entry to retrain it")
     if diffs:
         raise StaleRunError(f"runs cache entry {path} was trained with another configuration than its fingerprint "
                             f"now describes ({'; '.join(diffs)}): a default changed (or a field was removed) since "

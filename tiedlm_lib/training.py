@@ -174,6 +174,11 @@ CKPT = "checkpoint.safetensors"
 FINAL = "model.safetensors"
 
 
+def kept_weights_name(step: int) -> str:
+    """The file of the weights kept after ``step`` steps (``TrainConfig.keep_weights_at``)."""
+    return f"weights-step{step:06d}.safetensors"
+
+
 # ---------------------------------------------------------------------------------------------------- named steps
 @dataclass
 class Progress:
@@ -335,6 +340,11 @@ def train(run: RunConfig, out_dir: str | Path | None = None, corpus: Corpus | No
     log = MetricsLog(writer, state.step)
     save = (lambda: save_state(ckpt, run, tok_hash, model, opt, stream, state)) if writer else (lambda: None)
 
+    def keep(step: int) -> None:  # the weights alone, for a point of the horizon curve
+        if writer is not None:
+            save_model(out / kept_weights_name(step), model, run, step=step, skipped=state.skipped,
+                       elapsed=clock(), tokenizer=tok_hash)
+
     model.train()
     end = cfg.steps if stop_after is None else min(cfg.steps, state.step + stop_after)
     bar = _progress_bar(run, state.step, end, show=rank == 0 and progress)
@@ -343,7 +353,7 @@ def train(run: RunConfig, out_dir: str | Path | None = None, corpus: Corpus | No
     clock = lambda: base + time.perf_counter() - t0  # noqa: E731  seconds trained over all calls
     stop = _StopOnSignal(writer is not None and distributed.rank_world()[1] == 1)
     with stop:
-        res = _loop(bar, stream, model, opt, cfg, device, state, log, save, clock, end, ckpt, stop) or res
+        res = _loop(bar, stream, model, opt, cfg, device, state, log, save, keep, clock, end, ckpt, stop) or res
     bar.close()
     state.step, state.elapsed = end, clock()
     if writer is not None:
@@ -355,7 +365,8 @@ def train(run: RunConfig, out_dir: str | Path | None = None, corpus: Corpus | No
     return TrainResult(run, model, out, res.loss, state.skipped, state.elapsed, log.rows)
 
 
-def _loop(bar, stream, model, opt, cfg, device, state, log, save, clock, end, ckpt, stop) -> StepResult | None:
+def _loop(bar, stream, model, opt, cfg, device, state, log, save, keep, clock, end, ckpt, stop
+          ) -> StepResult | None:
     """The steps of one call; returns the last step's result. Stops early, checkpointed, on a signal (``stop``: after
     the step in flight) or on too many non-finite losses."""
     res = None
@@ -372,10 +383,14 @@ def _loop(bar, stream, model, opt, cfg, device, state, log, save, clock, end, ck
                 raise NonFiniteLossError(
                     f"{state.skipped} non-finite losses (more than max_nonfinite={cfg.max_nonfinite}) by step "
                     f"{step}; the last good state is in {ckpt}")
+            if step + 1 in cfg.keep_weights_at:  # the step was skipped, the weights after it still exist
+                keep(step + 1)
             continue
         if step % cfg.log_every == 0 or step == cfg.steps - 1:
             log.append(step_metrics(model, cfg, step, res, clock()))
             bar.set_postfix(loss=f"{res.loss:.3f}")
+        if step + 1 in cfg.keep_weights_at:
+            keep(step + 1)
         if stop.signum is not None and step + 1 < end:
             state.step, state.elapsed = step + 1, clock()
             save()

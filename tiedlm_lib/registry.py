@@ -213,9 +213,10 @@ EXPERIMENTS: dict[str, Experiment] = {
     "v14u": Experiment("v14 with its last loop under-iterated (an eighth of K), to test A16's second half",
                        "§5.5, A16 (ours)", "large", lambda s: f"S {_loops('ABC', s.K - max(1, s.K // 8))} "
                                                                f"D*{max(1, s.K // 8)}", "long"),
-    **{f"horizon-{mode}": Experiment(f"the horizon study: the small sandwich, {mode} backprop, the paper's long-run "
-                                     "recipe over the scale's horizon (cpu: 13x the short run)", "§3; issue 32 (ours)", "small", _sandwich,
-                                     "study", backprop=mode) for mode in ("full", "phantom", "phantom-last")},
+    **{f"horizon-{mode}": Experiment(
+        f"the horizon study: the small sandwich, {mode} backprop, the paper's long-run recipe over the scale's "
+        "horizon (cpu: 13x the short run)", "§3; issue 32 (ours)", "small", _sandwich, "study", backprop=mode)
+       for mode in ("full", "phantom", "phantom-last")},
     "v9c": Experiment("compute-matched vanilla: one distinct layer per layer application of the tied sandwich",
                       "PROTOCOL §6.6 (v18 analogue; ours)", "large", lambda s: f"S*{s.K + 4}", "long"),
 }

@@ -103,6 +103,28 @@ def test_a_horizon_run_serves_its_kept_weights_and_is_refused_without_them(tmp_p
         get_run(cfg, root=tmp_path, progress=False)
 
 
+def test_horizon_curve_evaluates_each_kept_point_and_keeps_the_result(tmp_path, monkeypatch):
+    from tiedlm_lib.analysis import heldout, horizon_curve, log_slope
+    from tiedlm_lib.evaluation import evaluate_nll
+
+    cfg = experiment("horizon-full", "smoke", overrides={"train.steps": 9, "train.keep_weights_at": (3, 6)})
+    r = get_run(cfg, root=tmp_path, progress=False)
+    curve = horizon_curve(r, [4, 1, 2], n_docs=24)
+    assert [p.step for p in curve] == [3, 6, 9] and sorted(curve[0].nll) == [1, 2, 4]
+    for p in (curve[0], curve[-1]):  # another code path: evaluate_nll of the model at that step, one depth
+        direct = evaluate_nll(r.model_at(p.step), heldout(cfg, 24)(), depth=2)
+        assert p.nll[2].masked == pytest.approx(direct.masked, rel=1e-6)
+        assert p.alpha == pytest.approx(r.model_at(p.step).alphas())
+    assert curve[0].nll[4].masked != pytest.approx(curve[-1].nll[4].masked)  # the points differ
+    assert len(curve[-1].norms["A"]["norm"]) == 5  # z_0..z_K at the trained depth K = 4
+    assert list(r.dir.glob("derived/horizon_curve-*.pkl"))  # kept beside the run
+    again = horizon_curve(r, [1, 2, 4], n_docs=24)  # read back: the same numbers
+    assert [p.nll[4].masked for p in again] == [p.nll[4].masked for p in curve]
+    assert log_slope([1000, 2000, 4000], [0.5, 0.7, 0.9]) == pytest.approx(0.2)  # per doubling
+    with pytest.raises(ValueError, match="at least two distinct steps"):
+        log_slope([1000], [0.5])
+
+
 def test_cli_train_eval_and_errors(tmp_path, capsys):
     args = ["--scale", "smoke", "--set", "train.steps=3", "--runs", str(tmp_path)]
     assert main(["train", "v3", *args]) == 0

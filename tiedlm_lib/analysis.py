@@ -4,6 +4,7 @@ exit-versus-uniform comparisons and saturation depths. Each returns plain data (
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from functools import lru_cache
 
 import numpy as np
@@ -12,7 +13,7 @@ import torch
 from .benchmark import suffix_nll
 from .config import DataConfig, RunConfig
 from .data import PAD_ID, Corpus, EvalBatch, eval_batches, prepare_corpus
-from .evaluation import DepthStats, NLLStats, evaluate_nll, exit_nll, maxprob_exit
+from .evaluation import DepthStats, NLLStats, depth_stats, evaluate_nll, exit_nll, maxprob_exit
 from .model import TiedLM, eval_mode
 from .stats import Estimate, interpolate, paired_diff, value
 
@@ -172,3 +173,47 @@ def assert_direction(label: str, evidence: Mapping, first: Mapping, second: Mapp
             raise AssertionError(f"{label}, {key}: the evidence handed to the verdict is {got:.6g}, but {kind} of the "
                                  f"table's values ({a:.6g}, {b:.6g}) is {want:.6g}: its direction or its inputs are "
                                  "not what its name says")
+
+
+@dataclass(frozen=True)
+class HorizonPoint:
+    """One point of a run's training-horizon curve: the weights after ``step`` steps evaluated on every held-out
+    document — per-document NLL at each swept depth (``nll[k]``: paired comparisons between runs stay possible),
+    the loop's state norms at the trained depth (``state_norms``) and each loop's α."""
+
+    step: int
+    nll: dict[int, NLLStats]
+    norms: dict[str, dict[str, list[float]]]
+    alpha: dict[str, float]
+
+
+def horizon_curve(run, depths: Sequence[int], n_docs: int | None = None, memo: bool = True) -> list[HorizonPoint]:
+    """The run evaluated at each step whose weights it kept (``Run.kept_steps``, the last being the trained model),
+    in order of steps. A point inside a run is not a shorter run: its learning rate has not decayed. Kept beside
+    the run (``tiedlm_lib.memo``) unless ``memo=False``, since a 13,000-step run's five points take minutes."""
+    from .memo import memoised
+
+    depths = sorted({int(k) for k in depths})
+    K = run.model.full_depth
+
+    def compute() -> list[HorizonPoint]:
+        out = []
+        for step in run.kept_steps:
+            model = run.model_at(step)
+            stats = depth_stats(model, heldout(run.config, n_docs)(), depths)
+            norms = state_norms(model, heldout(run.config, n_docs)(), K)
+            out.append(HorizonPoint(step, {k: stats.nll(k) for k in depths}, norms, model.alphas()))
+        return out
+
+    if not memo:
+        return compute()
+    return memoised(run.dir, "horizon_curve", {"depths": depths, "n_docs": n_docs, "steps": run.kept_steps}, compute)
+
+
+def log_slope(steps: Sequence[float], values: Sequence[float]) -> float:
+    """The least-squares slope of ``values`` on log2(steps): the change per doubling of the training steps."""
+    x, y = np.log2(np.asarray(steps, dtype=np.float64)), np.asarray(values, dtype=np.float64)
+    if x.size < 2 or x.size != y.size or np.ptp(x) == 0:
+        raise ValueError(f"a slope needs at least two distinct steps and one value per step, got steps {list(steps)} "
+                         f"and {y.size} values")
+    return float(np.polyfit(x, y, 1)[0])

@@ -28,7 +28,7 @@ from .atomic import atomic_write, atomic_write_text
 T = TypeVar("T")
 # the modules whose code decides a derived result (a change to any of them recomputes every kept result)
 CODE_MODULES = ("lens", "stats", "schedules", "model", "layout", "config", "evaluation", "data", "dcp", "backprop",
-                "exits", "paths", "memo")
+                "exits", "paths", "memo", "analysis")
 
 
 def code_fingerprint(modules: tuple[str, ...] = CODE_MODULES) -> str:

@@ -157,6 +157,18 @@ def test_a5_pools_the_saturation_depths():
     check(V.a5({"small": {0: (4, 12), 1: (5, 12), 2: (4, 14)}}), "reproduced", "A5")
     check(V.a5({"small": {0: (8, 8), 1: (8, 8), 2: (8, 8)}}), "not reproduced")
     check(V.a5({"small": {0: (2, 12), 1: (12, 2), 2: (6, 8)}}), "inconclusive")
+    # seeds agreeing on the same integers: the rounding variance keeps the pooled interval from collapsing to a point
+    same = V.a5({"small": {s: (6, 9) for s in range(5)}})
+    e = V.quantised(3, 1.0)
+    assert e.hi - e.lo == pytest.approx(2 * 1.959963984540054 * math.sqrt(1 / 6))
+    assert V.quantised(3, 2.0).hi - V.quantised(3, 2.0).lo == pytest.approx(2 * (e.hi - e.lo))
+    from tiedlm_lib import inference
+    pooled = inference.pool([e] * 5)
+    # pooled as §1's shared-document term (not averaged down over seeds): conservative for independent rounding
+    assert pooled.hi - pooled.lo == pytest.approx(e.hi - e.lo) and pooled.point == 3
+    check(same, "reproduced")  # 3 iterations apart in every seed, an interval about +/-0.4 wide: above +1
+    with pytest.raises(ValueError, match="step must be > 0"):
+        V.quantised(1, 0)
 
 
 def test_a6_is_equivalence_and_shows_the_relative_margin():
@@ -289,6 +301,13 @@ def test_a20_decides_its_measurable_half_and_names_the_other():
     j = check(V.a20({0: {"PT": 0.0, "SFT": 0.2}, 1: {"PT": 0.0, "SFT": 0.1}}, "corrected", "x"), "reproduced", "A20")
     assert "not testable" in j.criterion and "not testable" in j.evidence["generates better"]
     check(V.a20({0: {"PT": 0.01, "SFT": 0.2}, 1: {"PT": 0.0, "SFT": 0.1}}, "corrected", "x"), "not reproduced")
+    none = V.a20({0: {"PT": 0.0, "SFT": 0.2}, 1: {"PT": 0.0, "SFT": 0.1}}, "corrected", "x", {0: 600, 1: 900})
+    assert none.evidence["rule-of-three 95% upper bound on the PT pad rate"] == pytest.approx(3 / 1500)
+    some = V.a20({0: {"PT": 0.01, "SFT": 0.2}, 1: {"PT": 0.0, "SFT": 0.1}}, "corrected", "x", {0: 600, 1: 900})
+    assert some.evidence["PT pads emitted"] == 6 and "rule-of-three 95% upper bound on the PT pad rate" not in (
+        some.evidence)
+    with pytest.raises(ValueError, match="pt_tokens needs a positive token count for every seed"):
+        V.a20({0: {"PT": 0.0, "SFT": 0.2}}, "corrected", "x", {1: 10})
 
 
 def test_a18_is_a_check_under_the_paper_form_and_a_claim_under_the_residual_form():
@@ -481,6 +500,29 @@ def test_criteria_refuse_empty_evidence_by_name():
         V.a14({"real": {}})
 
 
+def test_ratio_keeps_the_document_error_by_the_delta_method():
+    """Against a simulation of two independent normal estimates with small relative errors, the delta-method
+    interval of a / b matches the simulated ratio's 2.5-97.5% range to a few percent; b's point 0 is undefined."""
+    import numpy as np
+
+    from tiedlm_lib.stats import Estimate
+
+    z = 1.959963984540054
+    a, b = Estimate(0.6, 0.6 - z * 0.02, 0.6 + z * 0.02), Estimate(1.5, 1.5 - z * 0.03, 1.5 + z * 0.03)
+    r = V.ratio(a, b)
+    rng = np.random.default_rng(0)
+    sim = rng.normal(0.6, 0.02, 200_000) / rng.normal(1.5, 0.03, 200_000)
+    lo, hi = np.percentile(sim, [2.5, 97.5])
+    assert r.point == pytest.approx(0.4)
+    assert (r.hi - r.lo) == pytest.approx(hi - lo, rel=0.03) and r.lo == pytest.approx(lo, abs=0.003)
+    assert math.isnan(V.ratio(a, Estimate(0.0, -0.1, 0.1)).point)
+    zero = V.ratio(Estimate(0.0, -0.04, 0.04), b)
+    assert zero.point == 0 and zero.hi == pytest.approx(0.04 / 1.5)
+    # a share whose total is uncertain is uncertain: B1 reads the ratio's interval, not a bare point
+    wide = V._shares({0: a}, {0: Estimate(1.5, 0.5, 2.5)})[0]
+    assert wide.hi - wide.lo > 5 * (r.hi - r.lo)
+
+
 # --- keep last: reads what every test above produced ----------------------------------------------------------------
 
 CHECKS = {"A18": set(V.CHECK), "B6": set(V.CHECK)}
@@ -505,3 +547,4 @@ def test_every_outcome_of_every_criterion_is_reached(request):
     assert not missing, f"outcomes no test produces: {missing}"
     for cid, why in V.UNREACHABLE.items():
         assert not (why.keys() & SEEN.get(cid, set())), f"{cid} reached an outcome declared unreachable"
+

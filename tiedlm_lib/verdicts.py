@@ -89,6 +89,23 @@ def difference(a: Estimate, b: Estimate) -> Estimate:
     return Estimate(d, d - half, d + half)
 
 
+def ratio(a: Estimate, b: Estimate) -> Estimate:
+    """a / b with a delta-method interval, r ± z·|r|·√(var a / a² + var b / b²) (statistics.md amendment 13), so that a
+    ratio of two estimates keeps their document error instead of entering as a bare point. The covariance is left
+    out: for two quantities measured on the same documents with the same sign (a term and the total it is part of,
+    two models' gaps) it is positive, and leaving it out widens the interval. Undefined (NaN) when b's point is 0."""
+    if b.point == 0:
+        nan = float("nan")
+        return Estimate(nan, nan, nan)
+    r = a.point / b.point
+    if a.point == 0:
+        half = 1.959963984540054 * math.sqrt(inf.within_variance(a)) / abs(b.point)
+    else:
+        half = 1.959963984540054 * abs(r) * math.sqrt(inf.within_variance(a) / a.point ** 2
+                                                      + inf.within_variance(b) / b.point ** 2)
+    return Estimate(r, r - half, r + half)
+
+
 def _finite(x: float) -> float | None:
     return x if x is not None and math.isfinite(x) else None
 
@@ -347,11 +364,12 @@ def a2(diffs: Mapping[int, PerSeed], gaps_small: PerSeed, gaps_large: PerSeed, m
     0.02, intersection–union over k), and depth scaling strengthens: the depth-gap ratio large/small of the same seed
     pooled above 1 (not reproduced inside 1 ± 0.1 or below; the paper's own ratio, ``reported_ratio``, is 0.74)."""
     both = sorted(set(gaps_small) & set(gaps_large))
-    ratio = {s: gaps_large[s].point / gaps_small[s].point for s in both if gaps_small[s].point > 0}
+    ratios = {s: ratio(gaps_large[s], gaps_small[s]) for s in both if gaps_small[s].point > 0}
     parts = Parts("A2").add("better at every k", {f"k={k}": d for k, d in diffs.items()})
-    extra = {"depth gap ratio large/small": {f"s{s}": r for s, r in ratio.items()}, "reported ratio": reported_ratio}
-    if len(ratio) == len(both):
-        parts.add("strengthens", {"gap ratio large/small": _pts(ratio)})
+    extra = {"depth gap ratio large/small": {f"s{s}": r.point for s, r in ratios.items()},
+             "reported ratio": reported_ratio}
+    if len(ratios) == len(both):
+        parts.add("strengthens", {"gap ratio large/small": ratios})
     else:
         extra["strengthens"] = "not judged: some seed's small-model gap is not positive, so its ratio is undefined"
     j = judged("A2", parts, f"{_words(rule('A2', 'better at every k'), f'NLL({metric}) large minus small')} at "
@@ -414,11 +432,23 @@ def q2(a4_corrected: Judgement, a4_paper: Judgement) -> Judgement:
                      a4_corrected.basis, seeds=tuple(evidence_seeds(a4_corrected.evidence)) or a4_corrected.seeds)
 
 
-def a5(saturation: Mapping[str, Mapping[int, tuple[int, int]]]) -> Judgement:
+def quantised(x: float, step: float) -> Estimate:
+    """A per-seed difference of two depths each read off a grid of spacing ``step`` (the first grid depth past a
+    threshold): each true crossing lies somewhere in the step before it, so each carries the rounding variance of a
+    uniform over one step, step²/12, and their difference twice that (statistics.md amendment 13). Without it,
+    seeds that agree on the same integers would pool to an interval of zero width."""
+    if not step > 0:
+        raise ValueError(f"step must be > 0, got {step!r}")
+    half = 1.959963984540054 * step * math.sqrt(2 / 12)
+    return Estimate(float(x), float(x) - half, float(x) + half)
+
+
+def a5(saturation: Mapping[str, Mapping[int, tuple[int, int]]], step: float = 1.0) -> Judgement:
     """Confident but wrong: per seed the depth at which NLL reaches 95% of its k=1..K change minus the depth at which
-    mean max-prob does, pooled above 0 iterations at every size (not reproduced inside ±1 iteration or below)."""
+    mean max-prob does, pooled above 0 iterations at every size (not reproduced inside ±1 iteration or below). Each
+    seed's difference carries the rounding variance of depths read off a grid of spacing ``step`` (``quantised``)."""
     _units("A5", saturation, "a size's saturation depths")
-    units = {u: {s: point(nl - mp) for s, (mp, nl) in d.items()} for u, d in saturation.items()}
+    units = {u: {s: quantised(nl - mp, step) for s, (mp, nl) in d.items()} for u, d in saturation.items()}
     return judged("A5", Parts("A5").add("confident but wrong", units), "on single-depth models, the depth where NLL "
                   "reaches 95% of its k=1..K change minus the depth where mean max-prob does, pooled above 0 at every "
                   f"size (not reproduced inside +/-1 iteration or below), {RULE_TEXT}", "corrected",
@@ -717,19 +747,32 @@ def a17(gaps: Mapping[str, PerSeed]) -> Judgement:
                   f"after SFT (paper protocol): {words}, {RULE_TEXT}", "corrected")
 
 
-def a20(pad_rates: Mapping[int, Mapping[str, float]], protocol: str, where: str) -> Judgement:
+def a20(pad_rates: Mapping[int, Mapping[str, float]], protocol: str, where: str,
+        pt_tokens: Mapping[int, int] | None = None) -> Judgement:
     """Pre-trained-only models never emit pad (measurable: one emission in any seed's samples falsifies "never";
     none in every seed's reproduces this half) and generate better than SFT models (not testable at this scale: no
     generation-quality measure means something on this corpus; distinct-n is diversity). The verdict is the
-    measurable half's; the criterion says the other is not testable."""
+    measurable half's; the criterion says the other is not testable. With ``pt_tokens`` (the PT tokens generated per
+    seed) the evidence gives how much "never" means: with no emission, the rule-of-three 95% upper bound 3/n on the
+    pad rate over all n tokens (statistics.md amendment 13); with some, the count."""
     _units("A20", pad_rates, "a seed's pad rates")
     emits = {f"s{s}": d["PT"] > 0 for s, d in pad_rates.items()}
     v = "not reproduced" if any(emits.values()) else "reproduced"
+    bound: dict[str, Any] = {}
+    if pt_tokens is not None:
+        if set(pt_tokens) != set(pad_rates) or any(int(n) < 1 for n in pt_tokens.values()):
+            raise ValueError(f"pt_tokens needs a positive token count for every seed of pad_rates ({sorted(pad_rates)})"
+                             f", got {dict(pt_tokens)}")
+        n = sum(int(x) for x in pt_tokens.values())
+        pads = sum(pad_rates[s]["PT"] * pt_tokens[s] for s in pad_rates)
+        bound = {"PT tokens generated": n, "PT pads emitted": round(pads)}
+        if not any(emits.values()):
+            bound["rule-of-three 95% upper bound on the PT pad rate"] = 3 / n
     return Judgement("A20", v, f"{where}: pre-trained models never emit pad (reproduced when no PT sample of any seed "
                      "holds a pad; one pad falsifies 'never'); 'generates better than SFT models' is not testable at "
                      "this scale (no generation-quality measure means something on this corpus; distinct-n is "
                      "diversity, not quality)",
-                     {f"s{s}": dict(d) for s, d in pad_rates.items()} | {
+                     {f"s{s}": dict(d) for s, d in pad_rates.items()} | bound | {
                          "generates better": "not testable at this scale: a quality judgement (human or a reference "
                                              "model) at the paper scale would test it"}, protocol,
                      f"pad counts over every seed's samples, {len(pad_rates)} seeds; the quality half not testable",
@@ -779,7 +822,7 @@ TERM_FRACTION = 0.05  # B1: a term is present at 5% of the total, and not the wh
 
 
 def _shares(terms: Mapping[str, PerSeed], total: PerSeed) -> dict[int, Estimate]:
-    return {s: point(terms[s].point / total[s].point) for s in total if total[s].point != 0}
+    return {s: ratio(terms[s], total[s]) for s in total if total[s].point != 0}
 
 
 def b1(app: Mapping[str, PerSeed], cal: Mapping[str, PerSeed], total: Mapping[str, PerSeed]) -> Judgement:

@@ -25,10 +25,11 @@ n_boot = 2000  # bootstrap replicates for confidence intervals
 
 # %%
 import altair as alt
+import numpy as np
 import pandas as pd
 
 from tiedlm_lib import get_run, inference, verdicts
-from tiedlm_lib.analysis import depth_gap, heldout, monotone_nonincreasing, state_norms, sweep_depths
+from tiedlm_lib.analysis import assert_direction, depth_gap, heldout, monotone_nonincreasing, state_norms, sweep_depths
 from tiedlm_lib.evaluation import depth_stats
 from tiedlm_lib.experiments import get_scale
 from tiedlm_lib.report import Report, stroke_dash
@@ -243,15 +244,50 @@ def rises(form, metric, source):
 
 reported_ratio = ((reported_k_sweep("v5")[1] - reported_k_sweep("v5")[30]) /
                   (reported_k_sweep("v3")[1] - reported_k_sweep("v3")[30]))
+rk = reported.set_index("run")  # the reported sweeps' table, read directly
+assert_direction("A2 reported gap ratio v5/v3", {"paper": reported_ratio}, {"paper": rk.loc["v5", "k=1"] -
+                 rk.loc["v5", "k=30"]}, {"paper": rk.loc["v3", "k=1"] - rk.loc["v3", "k=30"]}, kind="ratio")
+
+
+def flat(units):  # {unit: {seed: e}} -> {(unit, seed): e}, keyed like the recomputed sides below
+    return {(u, sd): e for u, per in units.items() for sd, e in per.items()}
+
+
+def nll_at(source, form, metric, k):  # the NLLStats property at depth k, per (size, seed)
+    return {(name, sd): getattr(source[name, form, sd].nll(k), metric) for name in SIZES for sd in seeds}
+
+
+def steepest(source, form, metric):
+    """NLL after and before the largest rise between consecutive swept depths up to K, per (size, seed), found
+    with numpy on the NLLStats properties (not with largest_rise)."""
+    after, before = {}, {}
+    for name in SIZES:
+        for sd in seeds:
+            c = np.array([getattr(source[name, form, sd].nll(k), metric) for k in upto_K])
+            i = int(np.argmax(np.diff(c)))
+            after[name, sd], before[name, sd] = c[i + 1], c[i]
+    return after, before
+
+
 judged = {}
 for protocol, metric, source in (("paper", "with_pad", paper_stats), ("corrected", "masked", stats)):
-    judged["A1", protocol] = verdicts.a1(by_size("paper", metric, source), rises("paper", metric, source), metric,
-                                         protocol)
-    g = by_size("paper", metric, source)
+    g, rise = by_size("paper", metric, source), rises("paper", metric, source)
     diffs = {k: {sd: paired_diff(source["v5", "paper", sd].nll(k), source["v3", "paper", sd].nll(k), metric, n_boot)
                  for sd in seeds} for k in upto_K}
+    # recomputed from the NLLStats properties: the gap NLL(1) - NLL(K), the largest rise, large - small at every k
+    assert_direction(f"A1, A2 depth gap k=1 - k=K ({protocol})", flat(g), nll_at(source, "paper", metric, 1),
+                     nll_at(source, "paper", metric, K))
+    assert_direction(f"A1 largest rise to K ({protocol})", flat(rise), *steepest(source, "paper", metric))
+    assert_direction(f"A2 large - small ({protocol})", flat(diffs),
+                     {(k, sd): nll_at(source, "paper", metric, k)["v5", sd] for k in upto_K for sd in seeds},
+                     {(k, sd): nll_at(source, "paper", metric, k)["v3", sd] for k in upto_K for sd in seeds})
+    judged["A1", protocol] = verdicts.a1(g, rise, metric, protocol)
     judged["A2", protocol] = verdicts.a2(diffs, g["v3"], g["v5"], metric, protocol, reported_ratio)
-judged["Q3"] = verdicts.q3(by_size("residual", "masked", stats), by_size("paper", "masked", stats))
+q3_gaps = {form: by_size(form, "masked", stats) for form in FORMS}
+for form, gf in q3_gaps.items():  # each form's gap, recomputed from the NLLStats properties at k = 1 and K
+    assert_direction(f"Q3 depth gap k=1 - k=K ({form} form)", flat(gf), nll_at(stats, form, "masked", 1),
+                     nll_at(stats, form, "masked", K))
+judged["Q3"] = verdicts.q3(q3_gaps["residual"], q3_gaps["paper"])
 for j in judged.values():
     rep.judge(j)
 

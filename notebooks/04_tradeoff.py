@@ -31,7 +31,7 @@ import numpy as np
 import pandas as pd
 
 from tiedlm_lib import get_run, inference, verdicts
-from tiedlm_lib.analysis import depth_gap, exit_vs_uniform, heldout, saturation_depth, selection_split
+from tiedlm_lib.analysis import assert_direction, depth_gap, exit_vs_uniform, heldout, saturation_depth, selection_split
 from tiedlm_lib.evaluation import depth_stats
 from tiedlm_lib.experiments import get_scale, intervention_arm
 from tiedlm_lib.report import Report
@@ -347,6 +347,28 @@ a7_models = {sz: {m: {"exit cost": {sd: exit_vs_other(sz, m, sd) for sd in seeds
 shallow_vs_deep = {size: {sd: paired_diff(stats[size, "multi", sd].nll(1), stats[size, "single", sd].nll(K),
                                           "masked", n_boot) for sd in seeds} for size in PAIRS}
 best_model = {sz: min(ms, key=lambda k, sz=sz: mean_best[sz, k]) for sz, ms in kinds.items()}  # lowest best NLL
+
+
+def flat(units):  # {unit: {seed: e}} -> {(unit, seed): e}, keyed like the recomputed sides
+    return {(u, sd): e for u, per in units.items() for sd, e in per.items()}
+
+
+def est_nll(size, kind, sd, k):  # masked NLL at depth k on the estimation documents, read off the NLLStats property
+    return on_est[size, kind, sd].nll(k).masked
+
+
+# A7's evidence recomputed from the NLLStats properties on the estimation documents (exit cost: NLL_m(1) minus the best
+# other model's NLL at its chosen depth; depth gap: NLL_m(1) - NLL_m(K)), the reading from the k_sweep table
+sw = sweep.set_index(["size", "supervision", "seed", "k"]).nll_masked
+cells = [(sz, m, sd) for sz, ms in a7_models.items() for m in ms for sd in seeds]
+at_1 = {c: est_nll(*c, 1) for c in cells}
+other_best = {(sz, m, sd): est_nll(sz, best_other(sz, m), sd, chosen_k[sz, best_other(sz, m), sd])
+              for sz, m, sd in cells}
+for what, second in (("exit cost", other_best), ("depth gap", {c: est_nll(*c, K) for c in cells})):
+    assert_direction(f"A7 {what}", {(sz, m, sd): a7_models[sz][m][what][sd] for sz, m, sd in cells}, at_1, second)
+assert_direction("A7 reading multi NLL(1) - single NLL(K)", flat(shallow_vs_deep),
+                 {(sz, sd): sw[sz, "multi", sd, 1] for sz in PAIRS for sd in seeds},
+                 {(sz, sd): sw[sz, "single", sd, K] for sz in PAIRS for sd in seeds})
 a7 = verdicts.a7(a7_models, best_model, shallow_vs_deep)  # recorded with the other claims below
 A7_MARGIN = verdicts.sesoi("A7", "no model has both")
 across = rep.table(pd.DataFrame([
@@ -495,14 +517,32 @@ exits_paper = rep.table(exit_table("single", source=paper_stats), "maxprob_exit_
 rs = reported_k_sweep("v3")
 uniform_at = np.interp(reported_value("v3.exit.tau0.4.avg_k"), list(rs), list(rs.values()))
 paper_share = (reported_value("v3.exit.tau0.4.nll") - uniform_at) / (rs[1] - rs[30])
-a4 = {p: verdicts.a4(exit_units(t, fb, m), penalty_share(t, src, fb, m), paper_share, p, m, fb)
-      for p, t, src, fb, m in (("paper", exits_paper, paper_stats, "paper", "with_pad"),
-                               ("corrected", exits, stats, "final", "masked"))}
+a4 = {}
+for p, t, src, fb, m in (("paper", exits_paper, paper_stats, "paper", "with_pad"),
+                         ("corrected", exits, stats, "final", "masked")):
+    units = exit_units(t, fb, m)
+    # exit - uniform recomputed from the exit table's exit-NLL and uniform-NLL columns (the exit's NLL there is a
+    # float32 mean over positions, hence the tolerance): on every row of the fallback (smoke judges no threshold),
+    # then on the units A4 judges
+    rows = {(f"{r['size']}/tau{r['tau']}", int(r["seed"])): r for _, r in t[t.fallback == fb].iterrows()}
+    nll_exit, nll_uniform = ({u: r[f"{c}_{m}"] for u, r in rows.items()} for c in ("nll", "uniform"))
+    assert_direction(f"A4 exit - uniform, every tau ({p})", {u: r[f"exit_minus_uniform_{m}"] for u, r in rows.items()},
+                     nll_exit, nll_uniform, tol=1e-4)
+    if units:
+        ev = flat(units)
+        assert_direction(f"A4 exit - uniform ({p})", ev, {u: nll_exit[u] for u in ev}, {u: nll_uniform[u] for u in ev},
+                         tol=1e-4)
+    a4[p] = verdicts.a4(units, penalty_share(t, src, fb, m), paper_share, p, m, fb)
 for j in a4.values():
     rep.judge(j)
 q2 = rep.judge(verdicts.q2(a4["corrected"], a4["paper"]))
 a5 = verdicts.a5({size: {sd: (v["maxprob"], v["nll"]) for (s_, k, sd), v in sat.items()
                          if k == "single" and s_ == size} for size in PAIRS})
+# the per-seed points A5 judged, NLL's saturation depth minus max-prob's, recomputed from the named saturation depths
+assert_direction("A5 NLL minus max-prob saturation depth", {(sz, sd): a5.evidence[sz][f"s{sd}"][0] for sz in PAIRS
+                                                           for sd in seeds},
+                 {(sz, sd): sat[sz, "single", sd]["nll"] for sz in PAIRS for sd in seeds},
+                 {(sz, sd): sat[sz, "single", sd]["maxprob"] for sz in PAIRS for sd in seeds})
 rep.judge(a5)
 
 
@@ -511,12 +551,23 @@ def law_est(kind, what):
     return {size: {sd: law_cell(size, kind, sd, what) for sd in seeds} for size in PAIRS}
 
 
+# A6's exit cost, recomputed from the NLLStats properties on the estimation documents, and the mean single-depth gap
+# (the relative margin A6 and A8 show) from the k_sweep table
+assert_direction("A6 multi-depth exit cost NLL(1) - NLL(chosen k)", flat(law_est("multi", "cost")),
+                 {(sz, sd): est_nll(sz, "multi", sd, 1) for sz in PAIRS for sd in seeds},
+                 {(sz, sd): est_nll(sz, "multi", sd, chosen_k[sz, "multi", sd]) for sz in PAIRS for sd in seeds})
+assert_direction("A6, A8 mean single-depth gap NLL(1) - NLL(K)", single_gap,
+                 {sz: sw[sz, "single"].xs(1, level="k").mean() for sz in PAIRS},
+                 {sz: sw[sz, "single"].xs(K, level="k").mean() for sz in PAIRS})
 a6 = verdicts.a6(law_est("multi", "cost"), single_gap)
 rep.judge(a6)
 rep.judge(a7)
 ceiling = {size: {sd: paired_diff(on_est[size, "multi", sd].nll(chosen_k[size, "multi", sd]),
                                   on_est[size, "single", sd].nll(chosen_k[size, "single", sd]), "masked", n_boot)
                   for sd in seeds} for size in PAIRS}  # each best depth chosen on the selection documents
+assert_direction("A8 best multi - best single", flat(ceiling),  # recomputed from the NLLStats properties
+                 {(sz, sd): est_nll(sz, "multi", sd, chosen_k[sz, "multi", sd]) for sz in PAIRS for sd in seeds},
+                 {(sz, sd): est_nll(sz, "single", sd, chosen_k[sz, "single", sd]) for sz in PAIRS for sd in seeds})
 a8 = verdicts.a8(ceiling, single_gap)
 rep.judge(a8)
 ceiling_t = rep.table(pd.DataFrame([{"size": size, "seed": sd, "best multi - best single": e.point, "lo": e.lo,

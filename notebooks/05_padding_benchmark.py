@@ -29,7 +29,7 @@ import altair as alt
 import pandas as pd
 
 from tiedlm_lib import get_run, verdicts
-from tiedlm_lib.analysis import cached_corpus
+from tiedlm_lib.analysis import assert_direction, cached_corpus
 from tiedlm_lib.benchmark import draw, implied_pad_nll, kendall_tau, seen_in_training, suffix_nll
 from tiedlm_lib.experiments import get_scale, section_overrides, sft_run
 from tiedlm_lib.report import Report
@@ -226,8 +226,25 @@ def a11_evidence(src):
     return out
 
 
-a11 = {"paper": verdicts.a11(a11_evidence("train-overlap"), "paper", "train-overlap draws"),
-       "corrected": verdicts.a11(a11_evidence("heldout"), "corrected", "held-out draws")}
+# the models the pad share reads: the pad-ignoring pre-trained ones
+PT_IGNORING = [n for n in dict.fromkeys(n for n, _ in models) if "PT" in n and "pad targets" not in n]
+a11_ev = {src: a11_evidence(src) for src in bench}
+for src, ev in a11_ev.items():
+    # the pad share recomputed from the NLLStats sums: CE on pad targets (all minus real) over all CE, least model
+    share = {sd: min(PT_IGNORING, key=lambda n, sd=sd: 1 - scores[n, sd, src].sum_real.sum()
+                     / scores[n, sd, src].sum_all.sum()) for sd in seeds}
+    sc = {sd: scores[share[sd], sd, src] for sd in seeds}
+    assert_direction(f"A11 pad share ({src})", {sd: ev[sd]["pad_share"] for sd in seeds},
+                     {sd: sc[sd].sum_all.sum() - sc[sd].sum_real.sum() for sd in seeds},
+                     {sd: sc[sd].sum_all.sum() for sd in seeds}, kind="ratio", tol=1e-4)  # float32 sums
+    # SFT - PT (shown beside A11) recomputed from the NLLStats properties of the two models
+    sft, pt, prop = "small + SFT, pad targets (paper)", "small PT (v3)", {"with_pad": "with_pad", "real": "masked"}
+    keys = [(sd, m) for sd in seeds for m in prop]
+    assert_direction(f"A11 SFT - PT ({src})", {(sd, m): ev[sd][f"sft_minus_pt_{m}"] for sd, m in keys},
+                     {(sd, m): getattr(scores[sft, sd, src], prop[m]) for sd, m in keys},
+                     {(sd, m): getattr(scores[pt, sd, src], prop[m]) for sd, m in keys})
+a11 = {"paper": verdicts.a11(a11_ev["train-overlap"], "paper", "train-overlap draws"),
+       "corrected": verdicts.a11(a11_ev["heldout"], "corrected", "held-out draws")}
 for j in a11.values():
     rep.judge(j)
 # A11's per-seed numbers on each draw (descriptions; the verdict reads them pooled, below)
@@ -257,6 +274,12 @@ draw_tau = {sd: kendall_tau(t_tr[t_tr.seed == sd]["real token"], t_ho[t_ho.seed 
             for sd in seeds}
 rep.table(pd.DataFrame([{"seed": sd, "kendall tau, train-overlap vs held-out": t} for sd, t in draw_tau.items()]),
           "draws_compared")
+if shift:  # unseen - seen recomputed from the NLLStats of each group's rows, taken apart
+    cells = [(name, sd) for name, d in shift.items() for sd in d]
+    tr = {c: (scores[c[0], c[1], "train-overlap"], seen_draws[c]) for c in cells}
+    assert_direction("Q6 unseen - seen", {(name, sd): shift[name][sd] for name, sd in cells},
+                     {c: st.take(~g).masked for c, (st, g) in tr.items()},
+                     {c: st.take(g).masked for c, (st, g) in tr.items()})
 q6 = verdicts.q6(a11["paper"], a11["corrected"], draw_tau, shift)
 rep.judge(q6)
 # every judged unit pooled over seeds (verdicts.forest_rows): A11's two parts on each draw, Q6's draw-vs-draw tau

@@ -248,5 +248,9 @@ def test_scale_changes_list_what_differs_from_the_paper_and_each_scale_says_how_
     assert rows["loop depth K"]["paper"] == "30" and rows["loop depth K"]["cpu"] == "16" and rows["loop depth K"][
         "changed"]
     assert not any(r["changed"] for r in scale_changes("paper"))
+    # each run family's real steps (the sections' v9-v14 at cpu are the small size for 0.8 x the short run)
+    assert rows["v9-v14 steps and size (sections 05-07, 10)"]["cpu"] == "800, small"
+    assert rows["long-run steps (v7; section 02's long runs)"]["cpu"] == "1500"
+    assert rows["horizon study steps (section 02)"]["cpu"] == "13000"
     assert all(s.chosen for s in SCALES.values())
     assert "favours A1" in SCALES["cpu"].chosen  # the choice and whom it favours are disclosed

@@ -175,7 +175,7 @@ def test_section_runs_split_notebook_runs_by_the_sections_that_ask_for_them():
         src = next((ROOT / "notebooks").glob(f"{sec}_*.py")).read_text()
         for c in cfgs:  # each run is one the section's source asks for
             asks = ("sft_run(" if "-sft-" in c.name else "intervention_arm(" if c.name.startswith("dcp-")
-                    else f'"{c.name}"')
+                    else 'get_run(f"horizon-{' if c.name.startswith("horizon-") else f'"{c.name}"')
             assert asks in src, (sec, c.name)
     assert {c.name for c in by["12"]} == {"v3", "v4", "dcp-sampled"} and len(by["12"]) == 9
     assert {c.name for c in by["08"]} == {"v3", "v3-sft-paper", "v3-sft-masked"}
@@ -295,7 +295,7 @@ def test_rehearsal_trains_exactly_the_paper_scale_models(monkeypatch):
     monkeypatch.setenv("TIEDLM_MINIMIND", "minimind.jsonl")
     monkeypatch.setattr("tiedlm_lib.data.rehearsal_corpus", lambda: Path("/fixture.jsonl"))  # configs only
     paper, rehearsal = notebook_runs("paper"), notebook_runs("rehearsal")  # one code path: the same runs in order
-    assert len(rehearsal) == len(paper) == 29  # v14u (A16's under-iterated layout) is the 29th
+    assert len(rehearsal) == len(paper) == 32  # v14u (A16's under-iterated layout), then the three horizon runs
     for p, c in zip(paper, rehearsal):
         k = (p.name, p.train.seed, p.model.block, p.train.backprop)
         assert (c.name, c.train.seed, c.data.task, c.data.sft_loss) == (p.name, p.train.seed, p.data.task,

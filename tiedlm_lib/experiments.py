@@ -12,6 +12,7 @@ from .registry import (  # noqa: F401
     continuation,
     experiment,
     get_scale,
+    horizon_seeds,
     intervention_arm,
     paper_config,
     section_overrides,

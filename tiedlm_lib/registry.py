@@ -121,9 +121,17 @@ def scale_changes(scale: str) -> list[dict[str, Any]]:
             ("loop depth K", p.K, s.K), ("sequence length", p.seq_len, s.seq_len), ("batch", p.batch_size,
                                                                                   s.batch_size),
             ("short-run steps (v3-v6)", p.short_steps, s.short_steps),
-            ("long-run steps (v7, v9-v14)", p.long_steps, s.long_steps),
+            ("long-run steps (v7; section 02's long runs)", p.long_steps, s.long_steps),
+            ("v9-v14 steps and size (sections 05-07, 10)", f"{p.long_steps}, large", _family_steps(s)),
+            ("horizon study steps (section 02)", p.horizon, s.horizon),
             ("multi-depth set", p.depths, s.depths), ("training seeds per verdict", len(p.seeds), len(s.seeds))]
     return [{"quantity": q, "paper": str(a), scale: str(b), "changed": a != b} for q, a, b in rows]
+
+
+def _family_steps(s: Scale) -> str:
+    """The steps and size the sections' v9-v14 runs train for at scale ``s`` (``section_overrides``)."""
+    ovr = section_overrides(s.name)
+    return f"{ovr.get('train.steps', s.long_steps)}, {ovr.get('size', 'large')}"
 
 
 def get_scale(scale: str) -> Scale:
@@ -389,7 +397,26 @@ def _tagged_runs(scale: str, seeds: Sequence[int] | None) -> list[tuple[RunConfi
             add(experiment("v3", scale, seed, {"train.backprop": mode, "train.steps": s.long_steps}), "02")
         for arm in INTERVENTION_ARMS:  # paper B's intervention (the sampled arm is the sampled-depth model)
             add(intervention_arm(small, arm, s.short_steps), "10", *(("04", "12") if arm == "sampled" else ()))
-    return list(out.values())
+    for seed in seeds:  # the horizon study last: the longest runs, no other section waits for them; seed by seed,
+        for mode in HORIZON_SEEDS:  # so that two workers (one --reverse) each complete a paired seed early
+            if seed in horizon_seeds(scale, mode, seeds):
+                add(experiment(f"horizon-{mode}", scale, seed), "02")
+    return sorted(out.values(), key=lambda v: v[0].name.startswith("horizon-"))  # stable: the rest keep their order
+
+
+# The horizon study's seeds (docs/statistics.md amendment 12): every seed for the paper phantom and full backprop;
+# phantom-last (Q5's comparison) on the scale's first three
+HORIZON_SEEDS: dict[str, int | None] = {"full": None, "phantom": None, "phantom-last": 3}
+
+
+def horizon_seeds(scale: str, mode: str, seeds: Sequence[int] | None = None) -> list[int]:
+    """The seeds among ``seeds`` (default: the scale's) that the horizon study trains for ``mode``."""
+    if mode not in HORIZON_SEEDS:
+        raise ValueError(f"mode must be one of {list(HORIZON_SEEDS)}, got {mode!r}")
+    s = get_scale(scale)
+    seeds = check_seeds(list(seeds) if seeds is not None else list(s.seeds))
+    cap = HORIZON_SEEDS[mode]
+    return [x for x in seeds if cap is None or x in s.seeds[:cap]]
 
 
 # The horizon study's seeds (docs/statistics.md §5): every seed of the scale for the paper phantom and full backprop;

@@ -77,10 +77,14 @@ pd.DataFrame([{"model": m, "seed": s, "layout": r.config.model.layout, "params":
 corpus = cached_corpus(runs["tied, full (v10)", seeds[0]].config.data)
 bench = draw(corpus.val, S.seq_len, "heldout", n_batches, batch_size)
 scores = {key: heldout_scores(r, bench) for key, r in runs.items()}
-rows = [{"model": m, "seed": s, "suffix real-token": sc["suffix"].masked, "suffix with pad": sc["suffix"].with_pad,
-         "full-sequence masked": sc["full"].masked} for (m, s), sc in scores.items()]
+rows = [{"model": m, "seed": s, "steps": runs[m, s].result["steps"], "suffix real-token": sc["suffix"].masked,
+         "suffix with pad": sc["suffix"].with_pad, "full-sequence masked": sc["full"].masked}
+        for (m, s), sc in scores.items()]
 table = rep.table(pd.DataFrame(rows), "scores")
-summary = table.groupby("model")[["suffix real-token", "full-sequence masked"]].agg(["mean", "std"])
+summary = table.groupby(["model", "steps"])[["suffix real-token", "full-sequence masked"]].agg(["mean", "std"])
+pt_steps = runs["tied, full (v10)", seeds[0]].result["steps"]  # every pre-training run of this section's 2x2
+TRAINED = (f"after {pt_steps:,} pre-training steps" + (f" (+ SFT: {sft_steps:,} more)" if sft_steps else
+                                                       " (+ SFT: the original recipe)"))
 summary.round(4)
 
 # %% [markdown]
@@ -93,7 +97,8 @@ pd.DataFrame(reported("bench.v10.") + reported("bench.v9.") + reported("bench.v7
 # %%
 ch = alt.Chart(table).mark_point(filled=True, size=70).encode(
     x=alt.X("suffix real-token:Q", scale=alt.Scale(zero=False), title="held-out suffix, real-token NLL"),
-    y=alt.Y("model:N", title=None), color=seed_color(seeds)).properties(width=380, height=170)
+    y=alt.Y("model:N", title=None), color=seed_color(seeds)).properties(
+    width=380, height=170, title=f"Held-out scores {TRAINED}")
 rep.chart(ch, "scores")
 
 # %% [markdown]
@@ -144,7 +149,8 @@ ge = alt.Chart(gaps).mark_rule().encode(x="lo:Q", x2="hi:Q", y="seed:N", color="
 zero = (alt.Chart(pd.DataFrame({"x": [0]})).mark_rule(color="gray").encode(x="x:Q")
         + alt.Chart(pd.DataFrame({"x": [0], "t": ["0: no difference"]})).mark_text(
             align="left", dx=3, dy=-4, color="gray", fontSize=9).encode(x="x:Q", y=alt.value(6), text="t:N"))
-rep.chart((ge + gc + zero).properties(width=260, height=90).facet(facet="gap:N", columns=2), "gaps")
+rep.chart((ge + gc + zero).properties(width=260, height=90).facet(facet="gap:N", columns=2).properties(
+    title=f"Gaps per seed with paired 95% CIs, {TRAINED}"), "gaps")
 
 # %% [markdown]
 # ## The claims

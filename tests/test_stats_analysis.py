@@ -52,6 +52,26 @@ def test_bootstrap_is_seeded_and_shared():
         bootstrap_indices(1)
 
 
+def test_the_chunked_resample_is_the_one_big_draw_and_its_sums_are_exact(monkeypatch):
+    """A Resample generated a few replicates at a time holds the same indices as one (n_boot, n_docs) draw from
+    default_rng(seed), and its per-replicate sums equal the explicit index sums; the NLL replicates follow."""
+    import tiedlm_lib.stats as st
+
+    monkeypatch.setattr(st, "CHUNK_INDICES", 50)  # 5 replicates of 10 documents per chunk
+    r = bootstrap_indices(10, 23, seed=7)
+    full = np.random.default_rng(7).integers(0, 10, size=(23, 10))
+    assert [len(c) for c in r.chunks()] == [5, 5, 5, 5, 3] and np.array_equal(np.asarray(r), full)
+    v = np.random.default_rng(1).normal(size=10)
+    (got,) = r.sums(v)
+    assert np.array_equal(got, v[full].sum(1))
+    s = NLLStats(np.arange(10), v + 5, np.full(10, 3), v + 4, np.arange(1, 11))
+    assert np.array_equal(st.replicates(s, r), (s.sum_real[full].sum(1) / s.n_real[full].sum(1)))
+    with pytest.raises(ValueError, match="one value per document"):
+        r.sums(np.ones(9))
+    with pytest.raises(ValueError, match="n_boot must be a positive integer"):
+        bootstrap_indices(10, 0)
+
+
 def test_interval_covers_the_truth_about_95_percent():
     """Coverage of the percentile interval for a known mean, over independent synthetic evaluation sets."""
     hits = 0

@@ -165,9 +165,9 @@ def curve(f: DepthFeatures, conf: np.ndarray, taus: Sequence[float], n_boot: int
         if idx is None:
             idx = bootstrap_indices(len(docs), n_boot, seed)
         row = {"tau": float(tau), **outcome(f, d)}
-        n_rep = s["n"][idx].sum(1)
-        for key, name in (("depth", "avg depth"), ("nll", "nll"), ("agreement", "agreement")):
-            e = percentile(row[name], s[key][idx].sum(1) / n_rep, level)
+        n_rep, *sums = idx.sums(s["n"], s["depth"], s["nll"], s["agreement"])
+        for name, total in zip(("avg depth", "nll", "agreement"), sums):
+            e = percentile(row[name], total / n_rep, level)
             row[f"{name} lo"], row[f"{name} hi"] = e.lo, e.hi
         rows.append(row)
     return rows

@@ -73,7 +73,6 @@ def pearson_ci(x: np.ndarray, y: np.ndarray, groups: np.ndarray | None = None, n
     # sufficient statistics per group, so a replicate is a weighted sum over groups (no per-token resampling)
     stats = np.stack([np.bincount(inv, weights=w, minlength=len(uniq))
                       for w in (np.ones_like(x), x, y, x * x, y * y, x * y)])
-    counts = np.stack([np.bincount(row, minlength=len(uniq)) for row in idx])  # (n_boot, groups)
-    n, sx, sy, sxx, syy, sxy = (counts @ s for s in stats)
+    n, sx, sy, sxx, syy, sxy = idx.sums(*stats)  # each statistic summed over every replicate's groups
     r = (n * sxy - sx * sy) / np.sqrt((n * sxx - sx ** 2) * (n * syy - sy ** 2))
     return percentile(_pearson(x, y), r, level)

@@ -7,6 +7,7 @@ every condition, so a difference's CI reflects only how the conditions differ on
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 import numpy as np
@@ -57,11 +58,58 @@ def percentile(point: float, reps: np.ndarray, level: float = 0.95) -> Estimate:
     return Estimate(float(point), float(np.nanquantile(reps, q)), float(np.nanquantile(reps, 1 - q)), level)
 
 
-def bootstrap_indices(n_docs: int, n_boot: int = 2000, seed: int = 0) -> np.ndarray:
-    """(n_boot, n_docs) document indices, one shared resample per replicate."""
+CHUNK_INDICES = 1 << 22  # document indices drawn at a time (32 MiB of int64): the bootstrap's memory bound
+
+
+@dataclass(frozen=True)
+class Resample:
+    """One shared document resample: replicate i draws ``n_docs`` documents with replacement. The draws come chunk by
+    chunk from ``numpy.random.default_rng(seed)`` — the same numbers as one (n_boot, n_docs) draw, which a test pins
+    — so a bootstrap holds one chunk of indices (``CHUNK_INDICES``) instead of n_boot × n_docs of them (about 1 GB
+    at the paper scale's 63,512 documents and 2,000 replicates). Every use regenerates the same draws from the seed,
+    so one ``Resample`` shared by several conditions pairs them."""
+
+    n_docs: int
+    n_boot: int
+    seed: int = 0
+
+    def chunks(self) -> Iterator[np.ndarray]:
+        """The (rows, n_docs) index arrays of consecutive replicates, in order."""
+        rng = np.random.default_rng(self.seed)
+        per = max(1, CHUNK_INDICES // self.n_docs)
+        for start in range(0, self.n_boot, per):
+            yield rng.integers(0, self.n_docs, size=(min(per, self.n_boot - start), self.n_docs))
+
+    def sums(self, *vectors: np.ndarray) -> list[np.ndarray]:
+        """For each per-document vector (n_docs,), its (n_boot,) sums over each replicate's documents."""
+        vs = [np.asarray(v) for v in vectors]
+        for v in vs:
+            if v.shape != (self.n_docs,):
+                raise ValueError(f"a resampled vector needs one value per document ({self.n_docs}), got shape "
+                                 f"{v.shape}")
+        parts: list[list[np.ndarray]] = [[] for _ in vs]
+        for idx in self.chunks():
+            for part, v in zip(parts, vs):
+                part.append(v[idx].sum(1))
+        return [np.concatenate(p) for p in parts]
+
+    def __array__(self, dtype=None, copy=None) -> np.ndarray:
+        """Every index at once, (n_boot, n_docs): for small problems and for checking against the chunks."""
+        out = np.concatenate(list(self.chunks()))
+        return out if dtype is None else out.astype(dtype)
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        return self.n_boot, self.n_docs
+
+
+def bootstrap_indices(n_docs: int, n_boot: int = 2000, seed: int = 0) -> Resample:
+    """The shared resample of ``n_docs`` documents, ``n_boot`` replicates (``Resample``: generated in chunks)."""
     if n_docs < 2:
         raise ValueError(f"a bootstrap needs at least 2 documents, got {n_docs}")
-    return np.random.default_rng(seed).integers(0, n_docs, size=(n_boot, n_docs))
+    if not isinstance(n_boot, int) or n_boot < 1:
+        raise ValueError(f"n_boot must be a positive integer, got {n_boot!r}")
+    return Resample(int(n_docs), n_boot, seed)
 
 
 def _num_den(s: NLLStats, metric: str) -> tuple[np.ndarray, np.ndarray]:
@@ -77,8 +125,12 @@ def value(s: NLLStats, metric: str = "masked") -> float:
     return float(num.sum() / den.sum())
 
 
-def replicates(s: NLLStats, idx: np.ndarray, metric: str = "masked") -> np.ndarray:
+def replicates(s: NLLStats, idx: Resample | np.ndarray, metric: str = "masked") -> np.ndarray:
+    """The NLL of every replicate of the resample ``idx`` (a ``Resample``, or an explicit index array)."""
     num, den = _num_den(s, metric)
+    if isinstance(idx, Resample):
+        r_num, r_den = idx.sums(num, den)
+        return r_num / np.maximum(r_den, 1)
     return num[idx].sum(1) / np.maximum(den[idx].sum(1), 1)
 
 
@@ -111,11 +163,9 @@ def group_diff(s: NLLStats, in_group: np.ndarray, metric: str = "masked", n_boot
     if g.all() or not g.any():
         raise ValueError("both groups need at least one row: the comparison is undefined otherwise")
     num, den = _num_den(s, metric)
-    idx = bootstrap_indices(len(g), n_boot, seed)
-    w_in, w_out = g[idx], ~g[idx]
-    d_in, d_out = (den[idx] * w_in).sum(1), (den[idx] * w_out).sum(1)
+    n_in, n_out, d_in, d_out = bootstrap_indices(len(g), n_boot, seed).sums(num * g, num * ~g, den * g, den * ~g)
     with np.errstate(invalid="ignore", divide="ignore"):  # a replicate that drew no row of a group has no NLL there
-        rep = (num[idx] * w_out).sum(1) / d_out - (num[idx] * w_in).sum(1) / d_in
+        rep = n_out / d_out - n_in / d_in
     rep[(d_in == 0) | (d_out == 0)] = np.nan
     if np.isnan(rep).mean() > 0.01:
         raise ValueError(f"{np.isnan(rep).mean():.1%} of the replicates drew no row (or no target) of one group: "

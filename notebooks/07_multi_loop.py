@@ -25,11 +25,13 @@ size = None  # default: the scale's preset, as section 06 (registry.section_over
 steps = None  # default: likewise (0.8 x the scale's short run at smoke/cpu; the paper's own at paper)
 
 # %%
+import math
+
 import altair as alt
 import pandas as pd
 
 from tiedlm_lib import get_run, inference, verdicts
-from tiedlm_lib.analysis import cached_corpus, heldout_scores
+from tiedlm_lib.analysis import assert_direction, cached_corpus, heldout_scores
 from tiedlm_lib.benchmark import draw
 from tiedlm_lib.experiments import get_scale, section_overrides, sft_run
 from tiedlm_lib.report import Report, seed_color
@@ -81,6 +83,9 @@ for g, (a, b) in PAIRS.items():
         ests.setdefault(g, []).append(e)
         gap_rows.append({"gap": g, "seed": seed, "value": e.point, "lo": e.lo, "hi": e.hi})
 gaps = rep.table(pd.DataFrame(gap_rows), "gaps")
+nll = table.set_index(["model", "seed"])["suffix real-token"]
+for g, (a, b) in PAIRS.items():  # each gap is first − second, recomputed from the scores table's real-token NLLs
+    assert_direction(g, dict(zip(seeds, ests[g])), {sd: nll[a, sd] for sd in seeds}, {sd: nll[b, sd] for sd in seeds})
 
 
 def pooled_columns(es):
@@ -147,6 +152,11 @@ pipe_tab = rep.table(pd.DataFrame([{"model": f"{m} + SFT", "seed": s, "real toke
                                     "with pad": v.with_pad} for (m, s), v in pipe_scores.items()]), "pipeline")
 pipe_est = {other: [paired_diff(pipe_scores["3 loops (v13)", s], pipe_scores[other, s], "masked", n_boot, s)
                     for s in seeds] for other in ("1 loop (v10)", "vanilla (v9)")}
+pipe_nll = pipe_tab.set_index(["model", "seed"])["real token"]
+for o, es in pipe_est.items():  # 3 loops + SFT − other + SFT, recomputed from the pipeline table's real-token NLLs
+    assert_direction(f"3 loops + SFT - {o} + SFT", dict(zip(seeds, es)),
+                     {sd: pipe_nll["3 loops (v13) + SFT", sd] for sd in seeds},
+                     {sd: pipe_nll[f"{o} + SFT", sd] for sd in seeds})
 display(pipe_tab.groupby("model")[["real token", "with pad"]].agg(["mean", "std"]).round(4))  # noqa: F821
 pd.DataFrame([{"gap": f"3 loops + SFT - {o} + SFT", **{f"s{s}": f"{e.point:+.3f} [{e.lo:+.3f}, {e.hi:+.3f}]"
                                                          for s, e in zip(seeds, es)}, **pooled_columns(es)}
@@ -187,6 +197,25 @@ a16 = verdicts.a16({m: {sd: final.loc[(m, sd)].dropna().to_dict() for (m_, sd) i
                     for m in CAST}, under=UNDER, equal=EQUAL)
 a17 = verdicts.a17({f"3 loops + SFT - {o} + SFT": dict(zip(seeds, es)) for o, es in pipe_est.items()})
 q4 = verdicts.q4(per_seed, "3 loops - 1 loop")
+# A16 builds its log ratios from the order of the dicts' loops: recomputed from the final-α table in each model's own
+# loop order (last over first; the under-iterated layout's last over the mean of its others, minus the same in v14)
+loops = {m: runs[m, seeds[0]].model.loop_names for m in CAST}
+for m in (m for m in CAST if len(loops[m]) > 1 and m != UNDER):
+    assert_direction(f"A16 log(alpha last / first), {m}",
+                     {sd: a16.evidence[f"alpha differentiates by loop: {m}"][f"s{sd}"][0] for sd in seeds},
+                     {sd: math.log(final.loc[(m, sd), loops[m][-1]]) for sd in seeds},
+                     {sd: math.log(final.loc[(m, sd), loops[m][0]]) for sd in seeds})
+
+
+def inflation(m, sd):
+    a = [final.loc[(m, sd), n] for n in loops[m]]
+    return math.log(a[-1] / (sum(a[:-1]) / len(a[:-1])))
+
+
+assert_direction("A16 inflation, v14u - v14",
+                 {sd: a16.evidence[f"an under-iterated loop inflates alpha: {UNDER} - {EQUAL}"][f"s{sd}"][0]
+                  for sd in seeds},
+                 {sd: inflation(UNDER, sd) for sd in seeds}, {sd: inflation(EQUAL, sd) for sd in seeds})
 for j in (a15, a16, a17, q4):
     rep.judge(j)
 

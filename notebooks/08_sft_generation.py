@@ -32,7 +32,7 @@ import numpy as np
 import pandas as pd
 
 from tiedlm_lib import get_run, inference, verdicts
-from tiedlm_lib.analysis import cached_corpus
+from tiedlm_lib.analysis import assert_direction, cached_corpus
 from tiedlm_lib.benchmark import draw, suffix_nll
 from tiedlm_lib.experiments import get_scale, sft_run
 from tiedlm_lib.generate import SamplingConfig, distinct_n, generate, repetition_rate
@@ -215,6 +215,10 @@ def costs(name):
 
 
 pt_nll = {sd: st["PT", sd].masked for sd in seeds}
+nll = before_after.set_index(["model", "seed"])["real token"]
+for name in (PAPER_SFT, MASKED_SFT):  # each cost is SFT − PT, recomputed from the before/after table's real-token NLLs
+    assert_direction(f"A12 cost, {name}", costs(name), {sd: nll[name, sd] for sd in seeds},
+                     {sd: nll["PT", sd] for sd in seeds})
 a12 = verdicts.a12(costs(PAPER_SFT), costs(MASKED_SFT), pt_nll,
                    (reported_value("bench.v11.real") - reported_value("bench.v10.real")) /
                    reported_value("bench.v10.real"))

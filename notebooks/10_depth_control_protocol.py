@@ -73,7 +73,7 @@ import numpy as np
 import pandas as pd
 
 from tiedlm_lib import get_run, verdicts
-from tiedlm_lib.analysis import cached_corpus, depth_grid
+from tiedlm_lib.analysis import assert_direction, cached_corpus, depth_grid
 from tiedlm_lib.data import PAD_ID, eval_batches
 from tiedlm_lib.dcp import decompose, evaluate_schedules, split_documents
 from tiedlm_lib.experiments import get_scale, intervention_arm, section_overrides
@@ -523,14 +523,40 @@ def calibration_term(m, probe_name="head/diagonal"):
             for _, r in sub.iterrows()}
 
 
+# each schedule term is a difference of two conditions' raw NLLs, recomputed from the conditions table (B1 and B6); the
+# calibration term is the probe-family row's raw gap minus its calibrated gap
+raw = cond.set_index(["model", "seed", "schedule", "k"]).raw
+TERMS = {"total": (("prefix", 1), ("prefix", "N")), "application count": (("prefix", 1), ("frozen", 1)),
+         "distinct depth": (("frozen", 1), ("frozen", "N/2")),
+         "block composition": (("frozen", "N/2"), ("prefix", "N"))}
+
+
+def raw_at(m, sd, sched, k):
+    N = budget(runs[m, sd].config.model.layout)
+    return raw[m, sd, sched, {"N": N, "N/2": max(1, N // 2)}.get(k, k)]
+
+
+for m in SINGLE:
+    for name, (a, b) in TERMS.items():
+        assert_direction(f"B1/B6 {name}, {m}", term(m, name), {sd: raw_at(m, sd, *a) for sd in seeds},
+                         {sd: raw_at(m, sd, *b) for sd in seeds})
+    row = probe[(probe.model == m) & (probe.probe == "head/diagonal")].set_index("seed")
+    assert_direction(f"B1 calibration term, {m}", calibration_term(m), row["raw gap"].to_dict(),
+                     row["calibrated gap"].to_dict())
 judged_b1 = verdicts.b1({m: term(m, "application count") for m in SINGLE}, {m: calibration_term(m) for m in SINGLE},
                         {m: term(m, "total") for m in SINGLE})
 rep.judge(judged_b1)
 dense_rep1 = {sd: paired_diff(results["dense (vanilla)", sd]["prefix", 1].raw,
                               results["dense (vanilla)", sd]["repeat", 1].raw, n_boot=n_boot, seed=sd) for sd in seeds}
+assert_direction("B2 dense prefix(1) - repeat(1)", dense_rep1,  # recomputed from the conditions table
+                 {sd: raw["dense (vanilla)", sd, "prefix", 1] for sd in seeds},
+                 {sd: raw["dense (vanilla)", sd, "repeat", 1] for sd in seeds})
 rep.judge(verdicts.b2({m: term(m, "application count") for m in SINGLE}, dense_rep1))
 loop3_rep1 = {sd: paired_diff(results["three loops", sd]["prefix", 1].raw, results["three loops", sd]["repeat", 1].raw,
                               n_boot=n_boot, seed=sd) for sd in seeds}
+assert_direction("B2 three loops prefix(1) - repeat(1)", loop3_rep1,  # recomputed from the conditions table
+                 {sd: raw["three loops", sd, "prefix", 1] for sd in seeds},
+                 {sd: raw["three loops", sd, "repeat", 1] for sd in seeds})
 rep.judge(verdicts.b2({"three loops": loop3_rep1}, dense_rep1, control="repeat"))
 q1 = verdicts.q1(shares, uncentred=shares_uncentred)
 rep.judge(q1)
@@ -560,6 +586,12 @@ def paired_for(p, gap, centred=True):
 
 paired = {(p, gap): paired_for(p, gap) for p in B_PROBES for gap in DENSE_GAPS}
 paired_raw = {(p, gap): paired_for(p, gap, centred=False) for p in B_PROBES for gap in DENSE_GAPS}
+share_of = probe.set_index(["model", "seed", "probe"]).share
+dense_of = neg.set_index(["dense gap", "seed", "probe"]).share
+for (p, gap), ps in paired.items():  # looped − dense share, recomputed from the probe-family and dense-control tables
+    ev = {(m, sd): e for m, d in ps.items() for sd, e in d.items()}
+    assert_direction(f"B3 looped - dense, {p} against {gap}", ev, {k: share_of[(*k, p)] for k in ev},
+                     {(m, sd): dense_of[gap, sd, p] for m, sd in ev})
 
 
 def count(ests, test):
@@ -604,6 +636,12 @@ arm_share = {a: {sd: Estimate(aff.loc[(a, sd), "share"], aff.loc[(a, sd), "share
                  for sd in seeds} for a in ("fixed", "sampled")}
 t_k1 = {a: {sd: aff.loc[(a, sd), "T at k=1"] for sd in seeds} for a in ("fixed", "sampled")}
 judged_b5 = verdicts.b5(arm_share["fixed"], arm_share["sampled"], t_k1["fixed"], t_k1["sampled"])
+# B5 builds sampled − fixed inside the verdict from the order of its arguments: recomputed from the intervention table
+for part, col, f in (("share collapses: sampled - fixed", "share", lambda x: x),
+                     ("T closer to 1: |T_s - 1| - |T_f - 1|", "T at k=1", lambda x: abs(x - 1))):
+    assert_direction(f"B5 {part}", {sd: judged_b5.evidence[part][f"s{sd}"][0] for sd in seeds},
+                     {sd: f(aff.loc[("sampled", sd), col]) for sd in seeds},
+                     {sd: f(aff.loc[("fixed", sd), col]) for sd in seeds})
 rep.judge(judged_b5)
 judged_b6 = verdicts.b6({m: {n: (calibration_term(m) if n == "calibration" else term(m, n))
                              for n in ("application count", "distinct depth", "block composition", "calibration",

@@ -45,7 +45,7 @@ import numpy as np
 import pandas as pd
 
 from tiedlm_lib import get_run, verdicts
-from tiedlm_lib.analysis import cached_corpus
+from tiedlm_lib.analysis import assert_direction, cached_corpus
 from tiedlm_lib.data import eval_batches
 from tiedlm_lib.dcp import split_documents
 from tiedlm_lib.exits import (
@@ -291,6 +291,13 @@ for _, r in mult.iterrows():
         r["speed-up"], r["speed-up lo"], r["speed-up hi"])
 measured = set(per_config.get(verdicts.Q7_CONFIG, {}))
 q7_alone = measured == {0}  # seed 0 alone: no seed the selection did not see (verdicts.q7's selection_seed=None)
+# each speed-up is plain time / speculative time: recomputed as the ratio of the per-prompt rows' geometric-mean times
+pp = pd.DataFrame(per_prompt).query("model == 'multi-depth'")
+geo = np.exp(np.log(pp[["plain s", "speculative s"]]).groupby([pp["draft depth"], pp["draft length"], pp.seed])
+             .mean())
+geo.index = [(f"d{d} L{L}", sd) for d, L, sd in geo.index]
+assert_direction("Q7 speed-up", {(c, sd): e for c, ps in per_config.items() for sd, e in ps.items()},
+                 geo["plain s"].to_dict(), geo["speculative s"].to_dict(), kind="ratio")
 q7 = rep.judge(verdicts.q7(per_config, selection_seed=None if q7_alone else 0))
 eps_mid = eps_grid[len(eps_grid) // 2]
 single_mp = cover[(cover.model == "single-depth") & (cover.rule == "maxprob") & (cover.eps == eps_mid)]
@@ -303,6 +310,12 @@ for (m, sd, rule, eps), g in guar.groupby(["model", "seed", "rule", "eps"]):
     e = rate_minus_eps(g.to_dict("records"), eps)  # certified splits only; None if none was certified
     if e is not None:
         q9_rates.setdefault(f"{m}/{rule}/eps{eps:g}", {})[int(sd)] = e
+# each unit's evidence is rate − ε: the certified splits' mean test disagreement recomputed from the splits table
+rate = guar[guar.certified.astype(bool)].groupby(["model", "seed", "rule", "eps"])["test disagreement"].mean()
+q9_ev = {(u, sd): e for u, ps in q9_rates.items() for sd, e in ps.items()}
+if q9_ev:  # nothing certified: no evidence, and Q9 is inconclusive by rule
+    unit = {k: (f"{k[0]}/{k[2]}/eps{k[3]:g}", k[1]) for k in rate.index}  # (model, seed, rule, eps) -> Q9's key
+    assert_direction("Q9 rate - eps", q9_ev, {unit[k]: v for k, v in rate.items()}, {u: k[3] for k, u in unit.items()})
 q9 = rep.judge(verdicts.q9(q9_rates, delta, sorted(q9_units - set(q9_rates))))
 
 # %% [markdown]

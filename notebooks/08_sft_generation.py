@@ -231,9 +231,13 @@ def pad_rates(sft_name, penalty):
     return {sd: {"PT": g.loc[("PT", sd), "pad rate"], "SFT": g.loc[(sft_name, sd), "pad rate"]} for sd in seeds}
 
 
-a20 = (verdicts.a20(pad_rates(PAPER_SFT, "paper"), "paper",
-                    "paper penalty, paper-protocol SFT"),
-       verdicts.a20(pad_rates(MASKED_SFT, "ctrl"), "corrected", "CTRL penalty, corrected SFT"))
+def pt_tokens(penalty):
+    """The tokens the pre-trained model generated per seed under ``penalty`` (for A20's rule-of-three bound)."""
+    return {sd: sum(len(outs["PT", sd, penalty, j]) for j in range(len(prompts))) for sd in seeds}
+
+
+a20 = (verdicts.a20(pad_rates(PAPER_SFT, "paper"), "paper", "paper penalty, paper-protocol SFT", pt_tokens("paper")),
+       verdicts.a20(pad_rates(MASKED_SFT, "ctrl"), "corrected", "CTRL penalty, corrected SFT", pt_tokens("ctrl")))
 for j in a20:
     rep.judge(j)
 

@@ -26,7 +26,8 @@ def _tiny(family: str):
     else:
         cls = {"llama": (transformers.LlamaConfig, transformers.LlamaForCausalLM),
                "qwen2": (transformers.Qwen2Config, transformers.Qwen2ForCausalLM),
-               "mistral": (transformers.MistralConfig, transformers.MistralForCausalLM)}[family]
+               "mistral": (transformers.MistralConfig, transformers.MistralForCausalLM),
+               "qwen3": (transformers.Qwen3Config, transformers.Qwen3ForCausalLM)}[family]
         m = cls[1](cls[0](hidden_size=16, intermediate_size=32, num_hidden_layers=L, num_attention_heads=2,
                           num_key_value_heads=1, **common))
     return m.eval()
@@ -54,7 +55,7 @@ def _hand_built(m, x: torch.Tensor, layers) -> tuple[torch.Tensor, torch.Tensor]
         return h, head(norm(h))
 
 
-FAMILY_NAMES = ["gpt2", "neox", "llama", "qwen2", "mistral"]
+FAMILY_NAMES = ["gpt2", "neox", "llama", "qwen2", "mistral", "qwen3"]
 
 
 @pytest.mark.parametrize("family", FAMILY_NAMES)
@@ -106,6 +107,8 @@ def test_a_looped_model_built_by_sharing_a_layer():
 
 
 def test_unknown_families_and_unsupported_schedules_are_refused_by_name():
+    assert {type(_tiny(f)).__name__ for f in FAMILY_NAMES} == set(FAMILIES)  # every listed family is tested
+
     class MyLM(torch.nn.Module):
         pass
 

@@ -117,6 +117,11 @@ def test_horizon_curve_evaluates_each_kept_point_and_keeps_the_result(tmp_path, 
         assert p.alpha == pytest.approx(r.model_at(p.step).alphas())
     assert curve[0].nll[4].masked != pytest.approx(curve[-1].nll[4].masked)  # the points differ
     assert len(curve[-1].norms["A"]["norm"]) == 5  # z_0..z_K at the trained depth K = 4
+    from tiedlm_lib.analysis import train_sample
+
+    on_train = evaluate_nll(r.model, train_sample(r.config)())
+    assert curve[-1].train_nll.masked == pytest.approx(on_train.masked, rel=1e-6)
+    assert len(curve[-1].train_nll.doc_index) == 512 and curve[-1].train_nll.masked != curve[-1].nll[4].masked
     assert list(r.dir.glob("derived/horizon_curve-*.pkl"))  # kept beside the run
     again = horizon_curve(r, [1, 2, 4], n_docs=24)  # read back: the same numbers
     assert [p.nll[4].masked for p in again] == [p.nll[4].masked for p in curve]

@@ -10,6 +10,7 @@ from functools import lru_cache
 import numpy as np
 import torch
 
+from . import devices
 from .benchmark import suffix_nll
 from .config import DataConfig, RunConfig
 from .data import PAD_ID, Corpus, EvalBatch, eval_batches, prepare_corpus
@@ -51,15 +52,15 @@ def state_norms(model: TiedLM, batches: Sequence[EvalBatch] | Iterator[EvalBatch
     sums: dict[str, dict[str, np.ndarray]] = {}
     count = 0
     with eval_mode(model):
-        for b in batches:
+        for b in devices.on_model(batches, model):
             real = (b.inputs != PAD_ID).float()
             _, trace = model.run(b.inputs, depth=depth)
             for name, lt in trace.loops.items():
                 n = lt.state_norm  # (I+1, B, T)
                 s = sums.setdefault(name, {"norm": 0.0, "ratio": 0.0, "residual": 0.0})
-                s["norm"] = s["norm"] + (n * real).sum((1, 2)).numpy()
-                s["ratio"] = s["ratio"] + (n / n[:1].clamp_min(1e-12) * real).sum((1, 2)).numpy()
-                s["residual"] = s["residual"] + (lt.rel_residual * real).sum((1, 2)).numpy()
+                s["norm"] = s["norm"] + (n * real).sum((1, 2)).cpu().numpy()
+                s["ratio"] = s["ratio"] + (n / n[:1].clamp_min(1e-12) * real).sum((1, 2)).cpu().numpy()
+                s["residual"] = s["residual"] + (lt.rel_residual * real).sum((1, 2)).cpu().numpy()
             count += real.sum().item()
     return {name: {k: (v / count).tolist() for k, v in s.items()} for name, s in sums.items()}
 
@@ -185,12 +186,28 @@ class HorizonPoint:
     nll: dict[int, NLLStats]
     norms: dict[str, dict[str, list[float]]]
     alpha: dict[str, float]
+    train_nll: NLLStats | None = None  # at the trained depth on a fixed sample of training documents
 
 
-def horizon_curve(run, depths: Sequence[int], n_docs: int | None = None, memo: bool = True) -> list[HorizonPoint]:
+TRAIN_SAMPLE = 512  # training documents a horizon point is also scored on (seeded: the same for every run and step)
+
+
+def train_sample(run: RunConfig, n: int = TRAIN_SAMPLE, seed: int = 0) -> Callable[[], Iterator[EvalBatch]]:
+    """A factory of batches over a fixed, seeded sample of the run's *training* documents (each once): how well a
+    model fits what it was trained on, beside its held-out score, so that overfitting can be told from underfitting."""
+    corpus = cached_corpus(run.data)
+    n = min(n, len(corpus.train))
+    idx = sorted(np.random.default_rng(seed).choice(len(corpus.train), n, replace=False).tolist())
+    return lambda: eval_batches(corpus.train, run.data.seq_len, run.train.batch_size, indices=idx)
+
+
+def horizon_curve(run, depths: Sequence[int], n_docs: int | None = None, memo: bool = True,
+                  n_train: int = TRAIN_SAMPLE) -> list[HorizonPoint]:
     """The run evaluated at each step whose weights it kept (``Run.kept_steps``, the last being the trained model),
-    in order of steps. A point inside a run is not a shorter run: its learning rate has not decayed. Kept beside
-    the run (``tiedlm_lib.memo``) unless ``memo=False``, since a 13,000-step run's five points take minutes."""
+    in order of steps: held-out NLL at each depth, state norms and α, and NLL at the trained depth on ``n_train``
+    training documents (``train_sample``). A point inside a run is not a shorter run: its learning rate has not
+    decayed. Kept beside the run (``tiedlm_lib.memo``) unless ``memo=False``, since a 13,000-step run's five points
+    take minutes."""
     from .memo import memoised
 
     depths = sorted({int(k) for k in depths})
@@ -202,12 +219,14 @@ def horizon_curve(run, depths: Sequence[int], n_docs: int | None = None, memo: b
             model = run.model_at(step)
             stats = depth_stats(model, heldout(run.config, n_docs)(), depths)
             norms = state_norms(model, heldout(run.config, n_docs)(), K)
-            out.append(HorizonPoint(step, {k: stats.nll(k) for k in depths}, norms, model.alphas()))
+            train = evaluate_nll(model, train_sample(run.config, n_train)()) if n_train else None
+            out.append(HorizonPoint(step, {k: stats.nll(k) for k in depths}, norms, model.alphas(), train))
         return out
 
     if not memo:
         return compute()
-    return memoised(run.dir, "horizon_curve", {"depths": depths, "n_docs": n_docs, "steps": run.kept_steps}, compute)
+    return memoised(run.dir, "horizon_curve", {"depths": depths, "n_docs": n_docs, "steps": run.kept_steps,
+                                                "n_train": n_train}, compute)
 
 
 def log_slope(steps: Sequence[float], values: Sequence[float]) -> float:

@@ -404,24 +404,20 @@ def _tagged_runs(scale: str, seeds: Sequence[int] | None) -> list[tuple[RunConfi
     return sorted(out.values(), key=lambda v: v[0].name.startswith("horizon-"))  # stable: the rest keep their order
 
 
-# The horizon study's seeds (docs/statistics.md amendment 12): every seed for the paper phantom and full backprop;
-# phantom-last (Q5's comparison) on the scale's first three
-HORIZON_SEEDS: dict[str, int | None] = {"full": None, "phantom": None, "phantom-last": 3}
+# The horizon study's seeds, fixed in advance (docs/statistics.md amendment 12): seeds 0-4 for the paper phantom and
+# full backprop, 0-2 for phantom-last (Q5's comparison); an execution trains those of them it runs with
+HORIZON_SEEDS: dict[str, tuple[int, ...]] = {"full": (0, 1, 2, 3, 4), "phantom": (0, 1, 2, 3, 4),
+                                             "phantom-last": (0, 1, 2)}
 
 
 def horizon_seeds(scale: str, mode: str, seeds: Sequence[int] | None = None) -> list[int]:
-    """The seeds among ``seeds`` (default: the scale's) that the horizon study trains for ``mode``."""
+    """The seeds among ``seeds`` (default: the scale's) that the horizon study trains for ``mode``: those of
+    ``HORIZON_SEEDS[mode]`` (none else, however many seeds a section runs with)."""
     if mode not in HORIZON_SEEDS:
         raise ValueError(f"mode must be one of {list(HORIZON_SEEDS)}, got {mode!r}")
     s = get_scale(scale)
     seeds = check_seeds(list(seeds) if seeds is not None else list(s.seeds))
-    cap = HORIZON_SEEDS[mode]
-    return [x for x in seeds if cap is None or x in s.seeds[:cap]]
-
-
-# The horizon study's seeds (docs/statistics.md §5): every seed of the scale for the paper phantom and full backprop;
-# phantom-last (Q5's comparison) on the scale's first three
-HORIZON_SEEDS: dict[str, int | None] = {"full": None, "phantom": None, "phantom-last": 3}
+    return [x for x in seeds if x in HORIZON_SEEDS[mode]]
 
 
 # PROTOCOL §4.8: the paper's logged step times (ms/step, one GPU, 23M models unless named) per run name

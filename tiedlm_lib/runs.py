@@ -55,7 +55,13 @@ class Run:
         if step not in self.config.train.keep_weights_at:
             raise ValueError(f"run {self.config.name} (seed {self.config.train.seed}) kept its weights at steps "
                              f"{self.kept_steps}, not at {step!r}")
-        return load_model(self.dir / kept_weights_name(step), self.config.model)
+        from .checkpoint import read_meta
+
+        path = self.dir / kept_weights_name(step)
+        saved = read_meta(path).get("step")
+        if saved != step:
+            raise ValueError(f"{path} holds the weights after step {saved}, not {step}")
+        return load_model(path, self.config.model)
 
 
 class StaleRunError(ValueError):

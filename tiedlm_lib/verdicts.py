@@ -311,7 +311,7 @@ def a10(long_gap: PerSeed, full_nll: Mapping[int, float], reported_rel: float, s
 
 
 def a3(nll_by_k: Mapping[int, Mapping[int, float]], vocab_size: int, K: int, metric: str = "masked",
-       protocol: str = "corrected") -> Judgement:
+       protocol: str = "corrected", where: str = "the long phantom run") -> Judgement:
     """Long phantom training makes shallow depths useless: per seed ln V − min over k ≤ K/2 of NLL(k) (how far the
     best shallow depth lies below uniform guessing) pooled below 1 nat, and ln V − NLL(K) pooled above 1 nat."""
     ln_v = math.log(vocab_size)
@@ -323,7 +323,7 @@ def a3(nll_by_k: Mapping[int, Mapping[int, float]], vocab_size: int, K: int, met
         shallow[s], deep[s] = ln_v - min(sh), ln_v - d[K]
     parts = (Parts("A3").add("shallow depths useless", {"ln V - best NLL(k <= K/2)": _pts(shallow)})
              .add("only K lands", {"ln V - NLL(K)": _pts(deep)}))
-    return judged("A3", parts, f"on the long phantom run ({metric} NLL): ln V - min over k <= K/2 of NLL(k) below "
+    return judged("A3", parts, f"on {where} ({metric} NLL): ln V - min over k <= K/2 of NLL(k) below "
                   f"1 nat (shallow depths within a nat of uniform guessing, ln V = {ln_v:.3f}) and ln V - NLL(K) "
                   f"above 1 nat, {RULE_TEXT}", protocol,
                   {"ln V": ln_v, **{f"s{s}": dict(d) for s, d in nll_by_k.items()}})

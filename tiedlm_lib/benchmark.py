@@ -17,6 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from . import devices
 from .config import RunConfig
 from .data import PAD_ID, TokenDocs, pad_batch, shift_targets
 from .evaluation import NLLStats, token_ce
@@ -74,14 +75,13 @@ def seen_in_training(run: RunConfig, n_docs: int, steps: int | None = None) -> n
 
 
 @torch.no_grad()
-def suffix_nll(model, bench: SuffixBenchmark, batch_size: int = 16, depth: int | None = None,
-               device: str | torch.device = "cpu") -> NLLStats:
+def suffix_nll(model, bench: SuffixBenchmark, batch_size: int = 16, depth: int | None = None) -> NLLStats:
     """Per-draw CE sums over the suffix targets: with pad (all targets) and real (non-pad). Draw i is "document" i,
-    so two models scored on one benchmark are paired draw by draw."""
+    so two models scored on one benchmark are paired draw by draw. Run on the model's device."""
     with eval_mode(model):
         ce_parts = []
         for i in range(0, len(bench.inputs), batch_size):
-            x = bench.inputs[i:i + batch_size].to(device)
+            x = devices.to_model(bench.inputs[i:i + batch_size], model)
             logits = model(x, depth=depth)[:, bench.start:-1]
             ce_parts.append(token_ce(logits, shift_targets(x)[:, bench.start:-1]).cpu().numpy())
     ce = np.concatenate(ce_parts)

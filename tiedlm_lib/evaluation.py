@@ -14,6 +14,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from . import devices
 from .data import PAD_ID, EvalBatch
 from .model import TiedLM, eval_mode
 
@@ -97,15 +98,26 @@ class DepthStats:
                 for j, k in enumerate(self.depths)]
 
 
+def _check_device(model, device) -> None:
+    """A ``device`` argument must name the model's own device: inputs follow the model (``tiedlm_lib.devices``)."""
+    want, have = (torch.device(device) if device is not None else None), devices.model_device(model)
+    if want is not None and (want.type != have.type or want.index not in (None, have.index)):
+        raise ValueError(f"device {device!r} is not the model's ({devices.model_device(model)}): move the model "
+                         "(model.to(device)); its inputs follow it")
+
+
 @torch.no_grad()
 def depth_stats(model: TiedLM, batches: Iterable[EvalBatch], depths: Sequence[int],
-                device: str | torch.device = "cpu") -> DepthStats:
-    """One forward per batch reads out every requested depth (loop iterations shared where the layout allows)."""
+                device: str | torch.device | None = None) -> DepthStats:
+    """One forward per batch reads out every requested depth (loop iterations shared where the layout allows). The
+    batches go to the model's device (``device``, if given, must be it: it is kept for the callers that pass it)."""
+    _check_device(model, device)
     with eval_mode(model):
         depths = sorted(set(depths))
         ce, mp, real, docs, bidx = [], [], [], [], []
         for b, batch in enumerate(batches):
-            x, y = batch.inputs.to(device), batch.targets.to(device)
+            on = devices.to_model(batch, model)
+            x, y = on.inputs, on.targets
             c_b, m_b = [], []
             for _, logits in model.iter_depths(x, depths):
                 logits = logits.float()
@@ -124,12 +136,14 @@ def depth_stats(model: TiedLM, batches: Iterable[EvalBatch], depths: Sequence[in
 
 @torch.no_grad()
 def evaluate_nll(model: TiedLM, batches: Iterable[EvalBatch], depth: int | None = None,
-                 device: str | torch.device = "cpu") -> NLLStats:
-    """NLL at one depth (None: the trained depth; any layout, looped or not)."""
+                 device: str | torch.device | None = None) -> NLLStats:
+    """NLL at one depth (None: the trained depth; any layout, looped or not), on the model's device."""
+    _check_device(model, device)
     with eval_mode(model):
         parts = []
         for batch in batches:
-            ce = token_ce(model(batch.inputs.to(device), depth=depth).float(), batch.targets.to(device)).cpu().numpy()
+            on = devices.to_model(batch, model)
+            ce = token_ce(model(on.inputs, depth=depth).float(), on.targets).cpu().numpy()
             parts.append(NLLStats.from_positions(ce, (batch.targets != PAD_ID).numpy(), batch.doc_index.numpy()))
     if not parts:
         raise ValueError("no evaluation batches were given")

@@ -36,6 +36,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from . import devices
 from .data import PAD_ID, EvalBatch
 from .model import eval_mode
 from .stats import Estimate, bootstrap_indices, percentile
@@ -78,7 +79,8 @@ def collect_features(model, batches: Iterable[EvalBatch]) -> DepthFeatures:
     cols: dict[str, list] = {k: [] for k in ("nll", "top", "maxprob", "entropy", "kl", "change")}
     docs = []
     with eval_mode(model):
-        for b in batches:
+        for cpu_b in batches:
+            b = devices.to_model(cpu_b, model)
             real = b.targets != PAD_ID
             per: dict[str, list] = {k: [] for k in cols}
             prev_logp, prev_z = None, None
@@ -89,14 +91,14 @@ def collect_features(model, batches: Iterable[EvalBatch]) -> DepthFeatures:
                 per["top"].append(logp.argmax(-1))
                 per["maxprob"].append(p.amax(-1))
                 per["entropy"].append(-(p * logp).sum(-1))
-                inf = torch.full(real.shape, math.inf, dtype=torch.float64)
+                inf = torch.full(real.shape, math.inf, dtype=torch.float64, device=real.device)
                 per["kl"].append(inf if prev_logp is None else (p * (logp - prev_logp)).sum(-1))
                 per["change"].append(inf if prev_z is None else
                                      ((z - prev_z).norm(dim=-1) / prev_z.norm(dim=-1).clamp_min(1e-12)).double())
                 prev_logp, prev_z = logp, z
             for k in cols:
-                cols[k].append(torch.stack(per[k], -1)[real])  # (n_b, K)
-            docs.append(b.doc_index[:, None].expand_as(real)[real])
+                cols[k].append(torch.stack(per[k], -1)[real].cpu())  # (n_b, K)
+            docs.append(cpu_b.doc_index[:, None].expand_as(real.cpu())[real.cpu()])
     if not docs:
         raise ValueError("no evaluation batches were given")
     c = {k: torch.cat(v).numpy() for k, v in cols.items()}

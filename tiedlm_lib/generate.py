@@ -23,6 +23,7 @@ from dataclasses import dataclass
 
 import torch
 
+from . import devices
 from .model import eval_mode
 
 PENALTIES = ("paper", "ctrl")
@@ -132,6 +133,7 @@ def generate(model, prompt: Sequence[int], sampling: SamplingConfig | None = Non
     trained model)."""
     prompt, max_new = check_request(model, prompt, sampling, max_new)
     per_token = model.applications_per_token(depth)
+    dev = devices.model_device(model)  # tokens go to the model; logits come back to the CPU to be sampled
     info = GenerationInfo()
     with eval_mode(model):
         g = torch.Generator().manual_seed(seed)
@@ -140,11 +142,13 @@ def generate(model, prompt: Sequence[int], sampling: SamplingConfig | None = Non
         cache: dict = {}
         for _ in range(max_new):
             if not use_cache:  # the original: the whole sequence each step
-                inputs, logits = len(seq), model(torch.tensor([seq]), depth=depth)[0, -1]
+                inputs, logits = len(seq), model(torch.tensor([seq], device=dev), depth=depth)[0, -1]
             elif not new:
-                inputs, logits = len(seq), model.forward_cached(torch.tensor([seq]), cache, 0, depth)[0, -1]
+                inputs, logits = len(seq), model.forward_cached(torch.tensor([seq], device=dev), cache, 0, depth)[0, -1]
             else:
-                inputs, logits = 1, model.forward_cached(torch.tensor([[seq[-1]]]), cache, len(seq) - 1, depth)[0, -1]
+                inputs, logits = 1, model.forward_cached(torch.tensor([[seq[-1]]], device=dev), cache, len(seq) - 1,
+                                                         depth)[0, -1]
+            logits = logits.cpu()  # sampled on the CPU with a CPU generator: the same draw whatever the device
             info.applications += inputs * per_token
             info.calls += per_token
             tok = int(logits.argmax()) if sampling is None else next_token(logits, window + new, sampling, g)

@@ -36,6 +36,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from . import devices
 from .data import PAD_ID, EvalBatch
 from .evaluation import NLLStats
 from .model import eval_mode
@@ -135,7 +136,7 @@ def collect_states(model, batches: Iterable[EvalBatch], p: Plan, placement: str,
     ProbeSpec(placement, "temperature")
     xs, ys, docs, ts = [], [], [], []
     with eval_mode(model):
-        for b in batches:
+        for b in devices.on_model(batches, model):  # the states stay on the model's device, where probes fit
             z = run_core(model, b.inputs, p)
             xs.append(z if placement == "loop" else model.head_input(model.coda(z)))
             if full is not None:
@@ -153,16 +154,17 @@ class Probe(nn.Module):
     """One fitted map (see the module docstring); the identity at initialisation, so an unfitted probe changes
     nothing."""
 
-    def __init__(self, form: str, d: int):
+    def __init__(self, form: str, d: int, device: torch.device | str | None = None):
         super().__init__()
         ProbeSpec("head", form)
         self.form = form
+        kw = {"device": device}  # where the states it maps are (the model's device)
         if form == "temperature":
-            self.log_t = nn.Parameter(torch.zeros(()))
+            self.log_t = nn.Parameter(torch.zeros((), **kw))
         elif form == "diagonal":
-            self.a, self.b = nn.Parameter(torch.ones(d)), nn.Parameter(torch.zeros(d))
+            self.a, self.b = nn.Parameter(torch.ones(d, **kw)), nn.Parameter(torch.zeros(d, **kw))
         else:
-            self.A, self.b = nn.Parameter(torch.zeros(d, d)), nn.Parameter(torch.zeros(d))
+            self.A, self.b = nn.Parameter(torch.zeros(d, d, **kw)), nn.Parameter(torch.zeros(d, **kw))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if self.form == "temperature":
@@ -254,7 +256,8 @@ def _grid_search(spec: ProbeSpec, readout: Readout, fit: States, hold: States, l
 
     def score(lam: float) -> None:
         if lam not in scores:
-            p = Probe(spec.form, d) if math.isinf(lam) else _lbfgs_fit(Probe(spec.form, d), readout, fit, lam, iters)
+            new = Probe(spec.form, d, fit.x.device)
+            p = new if math.isinf(lam) else _lbfgs_fit(new, readout, fit, lam, iters)
             with torch.no_grad():
                 scores[lam] = float(_objective(p, readout, hold))
 
@@ -288,12 +291,13 @@ def fit_probe(model_or_readout, cal: States, spec: ProbeSpec, lams: Sequence[flo
         raise ValueError("the tuned form needs the full-depth head input: collect_states(..., full=<full plan>)")
     d = cal.x.shape[-1]
     if spec.form == "temperature":
-        return FittedProbe(spec, _lbfgs_fit(Probe("temperature", d), readout, cal, 0.0, iters), None, (), {}, iters,
-                           cal.n_tokens)
+        fitted = _lbfgs_fit(Probe("temperature", d, cal.x.device), readout, cal, 0.0, iters)
+        return FittedProbe(spec, fitted, None, (), {}, iters, cal.n_tokens)
     if lam is not None:
         if not lam >= 0:
             raise ValueError(f"lam must be >= 0 (math.inf for the identity), got {lam!r}")
-        probe = Probe(spec.form, d) if math.isinf(lam) else _lbfgs_fit(Probe(spec.form, d), readout, cal, lam, iters)
+        new = Probe(spec.form, d, cal.x.device)
+        probe = new if math.isinf(lam) else _lbfgs_fit(new, readout, cal, lam, iters)
         return FittedProbe(spec, probe, lam, (lam,), {}, iters, cal.n_tokens)
     docs = np.unique(cal.doc)
     if len(docs) < 2:
@@ -303,7 +307,8 @@ def fit_probe(model_or_readout, cal: States, spec: ProbeSpec, lams: Sequence[flo
     n_hold = max(1, int(round(holdout * len(docs))))
     lam, scores = _grid_search(spec, readout, cal.of_docs(perm[n_hold:]), cal.of_docs(perm[:n_hold]), lams, iters,
                                max_widen)
-    probe = Probe(spec.form, d) if math.isinf(lam) else _lbfgs_fit(Probe(spec.form, d), readout, cal, lam, iters)
+    new = Probe(spec.form, d, cal.x.device)
+    probe = new if math.isinf(lam) else _lbfgs_fit(new, readout, cal, lam, iters)
     return FittedProbe(spec, probe, lam, tuple(scores), scores, iters, cal.n_tokens)
 
 
@@ -319,8 +324,8 @@ def probe_nll(model_or_readout, states: States, fitted: FittedProbe | None = Non
         x = states.x[i:i + chunk]
         logits = probe.logits(readout, x) if probe is not None else readout(x)
         ce.append(F.cross_entropy(logits.float().transpose(1, 2), states.y[i:i + chunk], reduction="none"))
-    ce_np = torch.cat(ce).double().numpy()
-    real = (states.y != PAD_ID).numpy()
+    ce_np = torch.cat(ce).double().cpu().numpy()
+    real = (states.y != PAD_ID).cpu().numpy()
     docs = np.unique(states.doc)
     pos = np.searchsorted(docs, states.doc)
     s_real = np.bincount(pos, weights=(ce_np * real).sum(1), minlength=len(docs))
@@ -347,7 +352,7 @@ def readout_metrics(model_or_readout, states: States, fitted: FittedProbe | None
         correct.append((arg == t).double())
         p_y = p.gather(-1, t[:, None])[:, 0]
         brier.append(1 - 2 * p_y + (p ** 2).sum(-1))
-    conf_, correct_ = torch.cat(conf).numpy(), torch.cat(correct).numpy()
+    conf_, correct_ = torch.cat(conf).cpu().numpy(), torch.cat(correct).cpu().numpy()
     which = np.minimum((conf_ * bins).astype(int), bins - 1)
     ece = sum(abs(correct_[which == b].mean() - conf_[which == b].mean()) * (which == b).mean()
               for b in range(bins) if (which == b).any())

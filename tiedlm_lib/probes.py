@@ -11,6 +11,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from . import devices
 from .data import PAD_ID, EvalBatch
 from .evaluation import token_ce
 from .model import eval_mode
@@ -36,11 +37,12 @@ def residual_probe(model, batches: Iterable[EvalBatch], loop: str | None = None,
     with eval_mode(model):
         loop = loop or model.loop_names[0]
         cols: dict[str, list] = {k: [] for k in ProbeData.__dataclass_fields__}
-        for b in batches:
+        for cpu_b in batches:
+            b = devices.to_model(cpu_b, model)
             logits, trace = model.run(b.inputs)
-            r = trace.loops[loop].rel_residual[-1]  # (B, T)
-            ce = token_ce(logits, b.targets)
-            real = b.targets != PAD_ID
+            r = trace.loops[loop].rel_residual[-1].cpu()  # (B, T)
+            ce = token_ce(logits, b.targets).cpu()
+            real = cpu_b.targets != PAD_ID
             n_real = real.sum(1)
             keep = n_real >= min_real
             cols["seq_doc"].append(b.doc_index[keep].numpy())

@@ -37,6 +37,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
+from . import devices
 from .generate import GenerationInfo, SamplingConfig, check_request, distribution
 from .model import eval_mode
 from .stats import percentile
@@ -86,6 +87,7 @@ class _Stack:
             raise ValueError("probe must be a lens.FittedProbe (fitted for the draft depth), got "
                              f"{type(probe).__name__}")
         self.model, self.d, self.first, self.rest, self.probe = model, d, first, core[1:], probe
+        self.dev = devices.model_device(model)  # tokens go to the model, logits come back to be sampled
         self.applications = 0
         self.calls = 0
         self.n_prelude, self.n_coda = len(model.prelude_segments), len(model.coda_segments)
@@ -163,9 +165,9 @@ class _Decoder:
         states: list[torch.Tensor] = []
         tok, pos = seq[-1], len(seq) - 1
         for _ in range(L):
-            z_d = self.stack.shared(torch.tensor([[tok]]), pos, self.full_cache)
+            z_d = self.stack.shared(torch.tensor([[tok]], device=self.stack.dev), pos, self.full_cache)
             states.append(z_d)
-            logits = self.stack.draft(torch.cat([*self.lag, z_d], 1), self.draft_cache)[0, -1]
+            logits = self.stack.draft(torch.cat([*self.lag, z_d], 1), self.draft_cache)[0, -1].cpu()
             self.lag = []
             if self.sampling is None:
                 t = int(logits.argmax())
@@ -175,7 +177,7 @@ class _Decoder:
                 qs.append(q)
             drafted.append(t)
             tok, pos = t, pos + 1
-        states.append(self.stack.shared(torch.tensor([[tok]]), pos, self.full_cache))
+        states.append(self.stack.shared(torch.tensor([[tok]], device=self.stack.dev), pos, self.full_cache))
         if not drafted:  # nothing drafted: this position's draft state still lags behind
             self.lag.append(states[-1])
         return drafted, qs, states
@@ -206,14 +208,14 @@ def generate(model, prompt: Sequence[int], sampling: SamplingConfig | None = Non
     info = SpeculativeInfo()
     with eval_mode(model):
         if len(prompt) > 1:  # prefill: every prompt token but the last, through both paths
-            z_d = stack.shared(torch.tensor([prompt[:-1]]), 0, dec.full_cache)
+            z_d = stack.shared(torch.tensor([prompt[:-1]], device=stack.dev), 0, dec.full_cache)
             stack.full(z_d, dec.full_cache)
             stack.draft(z_d, dec.draft_cache)
         seq, new = list(prompt), []
         while len(new) < max_new:
             n = len(seq)
             drafted, qs, states = dec.draft(seq, new, min(draft_len, max_new - len(new) - 1))
-            p_logits = stack.full(torch.cat(states, 1), dec.full_cache)[0]  # (L + 1, V): positions n-1..n+L-1
+            p_logits = stack.full(torch.cat(states, 1), dec.full_cache)[0].cpu()  # (L + 1, V): positions n-1..n+L-1
             m, bonus = _accept(p_logits, drafted, qs, window + new, sampling, dec.g)
             out = drafted[:m] + [bonus]
             cut = next((i + 1 for i, t in enumerate(out) if t in stop), None)
@@ -260,11 +262,13 @@ def plain_greedy(model, prompt: Sequence[int], max_new: int) -> list[int]:
     None, max_new=...)`` gives the same tokens)."""
     prompt, max_new = _check(model, prompt, None, max_new, 1)
     cache: dict = {}
+    dev = devices.model_device(model)
     with eval_mode(model):
-        logits = model.forward_cached(torch.tensor([prompt]), cache, 0)[0, -1]
+        logits = model.forward_cached(torch.tensor([prompt], device=dev), cache, 0)[0, -1]
         out = [int(logits.argmax())]
         for _ in range(max_new - 1):
-            logits = model.forward_cached(torch.tensor([[out[-1]]]), cache, len(prompt) + len(out) - 1)[0, -1]
+            logits = model.forward_cached(torch.tensor([[out[-1]]], device=dev), cache, len(prompt) + len(out) - 1
+                                          )[0, -1]
             out.append(int(logits.argmax()))
     return out
 

@@ -19,6 +19,7 @@
 
 # %% tags=["parameters"]
 scale = "cpu"  # smoke | cpu | paper (the trained-model part uses this scale's cached runs)
+device = None  # cpu | cuda; default: TIEDLM_DEVICE, else CUDA when available, else the CPU
 seeds = None  # training seeds; default: the scale's (smoke: [0], cpu: [0, 1, 2])
 figures_dir = None  # default: figures/<scale>/
 paper_dir = None  # default: paper/<scale>/
@@ -135,7 +136,7 @@ print(f"alpha at initialisation: {fresh.alphas()['A']:.6f}; raw parameter {fresh
 norm_rows = []
 for form in ("paper", "residual"):
     for seed in seeds:
-        run = get_run("v3", scale, seed, overrides={"model.block": form})
+        run = get_run("v3", scale, seed, overrides={"model.block": form}, device=device)
         torch.manual_seed(seed)
         init = TiedLM(run.config.model)
         batches = list(heldout(run.config, n_docs=4 * S.batch_size)())

@@ -21,6 +21,7 @@
 
 # %% tags=["parameters"]
 scale = "cpu"  # smoke | cpu | paper
+device = None  # cpu | cuda; default: TIEDLM_DEVICE, else CUDA when available, else the CPU
 seeds = None  # training seeds; default: the scale's (smoke: [0], cpu: [0, 1, 2])
 figures_dir = None  # default: figures/<scale>/
 paper_dir = None  # default: paper/<scale>/
@@ -93,10 +94,10 @@ rep.table(ratios.round(3), "ratios")
 runs = {}
 for seed in seeds:
     for mode in modes_short:
-        runs["short", mode, seed] = get_run("v3", scale, seed, overrides={"train.backprop": mode})
+        runs["short", mode, seed] = get_run("v3", scale, seed, overrides={"train.backprop": mode}, device=device)
     for mode in modes_long:
         runs["long", mode, seed] = get_run("v3", scale, seed, overrides={"train.backprop": mode,
-                                                                          "train.steps": long_steps})
+                                                                          "train.steps": long_steps}, device=device)
 depths = [k for k in sweep_depths(K) if k <= K]
 stats = {key: depth_stats(r.model, heldout(r.config)(), depths) for key, r in runs.items()}
 rows = [{"horizon": h, "mode": mo, "seed": sd, "steps": runs[h, mo, sd].result["steps"],
@@ -173,7 +174,7 @@ hseeds = {m: horizon_seeds(scale, m, seeds) for m in HORIZON_MODES}
 if not all(hseeds.values()):
     raise ValueError(f"the horizon study trains seeds {dict(hseeds)} of these seeds {seeds}: every mode needs one "
                      "(phantom-last: seeds 0-2); run the section with some of them")
-hruns = {(m, sd): get_run(f"horizon-{m}", scale, sd) for m in HORIZON_MODES for sd in hseeds[m]}
+hruns = {(m, sd): get_run(f"horizon-{m}", scale, sd, device=device) for m in HORIZON_MODES for sd in hseeds[m]}
 H = S.horizon
 curves = {key: horizon_curve(r, depths) for key, r in hruns.items()}
 hsteps = [p.step for p in next(iter(curves.values()))]
@@ -289,7 +290,7 @@ rep.chart(curve_chart.properties(width=220, height=180).facet(
 # long to short runs.
 
 # %%
-v7 = {seed: get_run("v7", scale, seed) for seed in seeds}
+v7 = {seed: get_run("v7", scale, seed, device=device) for seed in seeds}
 v7_stats = {(ev, seed): depth_stats(r.model, heldout(r.config, sampling=ev)(), depths)
             for seed, r in v7.items() for ev in ("paper", "all")}
 v7_sweep = rep.table(pd.DataFrame([{"evaluation": ev, "seed": sd, **row} for (ev, sd), st in v7_stats.items()

@@ -18,6 +18,7 @@
 
 # %% tags=["parameters"]
 scale = "cpu"  # smoke | cpu | paper
+device = None  # cpu | cuda; default: TIEDLM_DEVICE, else CUDA when available, else the CPU
 seeds = None  # training seeds; default: the scale's (smoke: [0], cpu: [0, 1, 2])
 figures_dir = None  # default: figures/<scale>/
 paper_dir = None  # default: paper/<scale>/
@@ -56,7 +57,7 @@ runs = {}
 for name in SIZES:
     for form in FORMS:
         for seed in seeds:
-            runs[name, form, seed] = get_run(name, scale, seed, overrides={"model.block": form})
+            runs[name, form, seed] = get_run(name, scale, seed, overrides={"model.block": form}, device=device)
 pd.DataFrame([{"run": n, "block": f, "seed": s, "params": r.result["params"], "steps": r.result["steps"],
                "train s": round(r.result["seconds"]), "final train loss": r.result["final_loss"],
                "alpha": r.result["alpha"]["A"]} for (n, f, s), r in runs.items()])

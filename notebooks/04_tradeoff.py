@@ -19,6 +19,7 @@
 
 # %% tags=["parameters"]
 scale = "cpu"  # smoke | cpu | paper
+device = None  # cpu | cuda; default: TIEDLM_DEVICE, else CUDA when available, else the CPU
 seeds = None  # training seeds; default: the scale's (smoke: [0], cpu: [0, 1, 2])
 figures_dir = None  # default: figures/<scale>/
 paper_dir = None  # default: paper/<scale>/
@@ -53,7 +54,7 @@ print(f"scale {scale}: K = {K}, supervised depths {S.depths}, seeds {seeds}")
 # depths, from one forward that shares the loop iterations. Both use the paper's block form and full backprop.
 
 # %%
-runs = {(size, kind, seed): get_run(name, scale, seed)
+runs = {(size, kind, seed): get_run(name, scale, seed, device=device)
         for size, pair in PAIRS.items() for kind, name in zip(("single", "multi"), pair) for seed in seeds}
 pd.DataFrame([{"size": s, "supervision": k, "seed": sd, "run": r.config.name, "params": r.result["params"],
                "train s": round(r.result["seconds"]), "s/step": round(r.result["seconds"] / r.result["steps"], 3),
@@ -67,7 +68,7 @@ pd.DataFrame([{"size": s, "supervision": k, "seed": sd, "run": r.config.name, "p
 
 # %%
 sampled = {("small", "sampled", sd): get_run(intervention_arm(runs["small", "single", sd].config, "sampled",
-                                                              S.short_steps)) for sd in seeds}
+                                                              S.short_steps), device=device) for sd in seeds}
 
 # %% [markdown]
 # ## Depth sweeps: single- versus multi-depth supervision

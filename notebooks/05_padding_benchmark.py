@@ -16,6 +16,7 @@
 
 # %% tags=["parameters"]
 scale = "cpu"  # smoke | cpu | paper
+device = None  # cpu | cuda; default: TIEDLM_DEVICE, else CUDA when available, else the CPU
 seeds = None  # training seeds; default: the scale's (smoke: [0], cpu: [0, 1, 2])
 figures_dir = None  # default: figures/<scale>/
 paper_dir = None  # default: paper/<scale>/
@@ -54,15 +55,17 @@ SHORT = section_overrides(scale)  # sections 06 and 07's runs (cached, shared; a
 
 
 def cast(seed):
-    small = get_run("v3", scale, seed)
+    small = get_run("v3", scale, seed, device=device)
     return {
         "small PT (v3)": small,
-        "large PT (v5)": get_run("v5", scale, seed),
-        "vanilla PT (v9)": get_run("v9", scale, seed, SHORT),
-        "three loops PT (v13)": get_run("v13", scale, seed, SHORT),
-        "small + SFT, pad targets (paper)": get_run(sft_run(small.config, "v3-sft-paper", "paper")),
-        "small + SFT, corrected (response only, packed)": get_run(sft_run(small.config, "v3-sft-masked", "masked")),
-        "small PT with pad targets": get_run("v3", scale, seed, overrides={"train.pad_targets": "include"}),
+        "large PT (v5)": get_run("v5", scale, seed, device=device),
+        "vanilla PT (v9)": get_run("v9", scale, seed, SHORT, device=device),
+        "three loops PT (v13)": get_run("v13", scale, seed, SHORT, device=device),
+        "small + SFT, pad targets (paper)": get_run(sft_run(small.config, "v3-sft-paper", "paper"), device=device),
+        "small + SFT, corrected (response only, packed)": get_run(sft_run(small.config, "v3-sft-masked", "masked"),
+                                                                  device=device),
+        "small PT with pad targets": get_run("v3", scale, seed, overrides={"train.pad_targets": "include"},
+                                             device=device),
     }
 
 

@@ -18,6 +18,7 @@
 
 # %% tags=["parameters"]
 scale = "cpu"  # smoke | cpu | paper
+device = None  # cpu | cuda; default: TIEDLM_DEVICE, else CUDA when available, else the CPU
 seeds = None  # training seeds; default: the scale's (smoke: [0], cpu: [0, 1, 2])
 figures_dir = None  # default: figures/<scale>/
 paper_dir = None  # default: paper/<scale>/
@@ -57,12 +58,12 @@ print(f"scale {scale}: overrides {OVR or 'none (the paper runs)'}, SFT {sft_step
 # (seed); runs are cached and shared with section 07 (v10).
 
 # %%
-runs = {(label, seed): get_run(name, scale, seed, OVR) for label, name in CAST.items() for seed in seeds}
+runs = {(label, seed): get_run(name, scale, seed, OVR, device=device) for label, name in CAST.items() for seed in seeds}
 for seed in seeds:  # SFT (the paper's protocol: suffix loss, pad targets) of the tied and the vanilla model
     for label in ("tied, full (v10)", "vanilla (v9)"):
         base = runs[label, seed]
         runs[f"{label} + SFT", seed] = get_run(sft_run(base.config, f"{base.config.name}-sft-paper", "paper",
-                                                       steps=sft_steps))
+                                                       steps=sft_steps), device=device)
 pd.DataFrame([{"model": m, "seed": s, "layout": r.config.model.layout, "params": r.model.num_params(),
                "steps": r.result["steps"], "train s": round(r.result["seconds"]),
                "final train loss": r.result["final_loss"]} for (m, s), r in runs.items()])

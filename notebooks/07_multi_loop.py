@@ -15,6 +15,7 @@
 
 # %% tags=["parameters"]
 scale = "cpu"  # smoke | cpu | paper
+device = None  # cpu | cuda; default: TIEDLM_DEVICE, else CUDA when available, else the CPU
 seeds = None  # training seeds; default: the scale's (smoke: [0], cpu: [0, 1, 2])
 figures_dir = None  # default: figures/<scale>/
 paper_dir = None  # default: paper/<scale>/
@@ -50,7 +51,7 @@ UNDER, EQUAL = "4 loops, last under-iterated (v14u)", "4 loops, no closing layer
 print(f"scale {scale}: overrides {OVR or 'none (the paper runs)'}, seeds {seeds}")
 
 # %%
-runs = {(label, seed): get_run(name, scale, seed, OVR) for label, name in CAST.items() for seed in seeds}
+runs = {(label, seed): get_run(name, scale, seed, OVR, device=device) for label, name in CAST.items() for seed in seeds}
 pd.DataFrame([{"model": m, "seed": s, "layout": r.config.model.layout, "params": r.model.num_params(),
                "train s": round(r.result["seconds"]), "final α": r.result["alpha"]} for (m, s), r in runs.items()])
 
@@ -145,8 +146,8 @@ PIPE = {"3 loops (v13)": "v13", "1 loop (v10)": "v10", "vanilla (v9)": "v9"}
 pipe = {}
 for label, name in PIPE.items():
     for seed in seeds:
-        base = get_run(name, scale, seed, OVR)
-        pipe[label, seed] = get_run(sft_run(base.config, f"{name}-sft-paper", "paper", steps=sft_steps))
+        base = get_run(name, scale, seed, OVR, device=device)
+        pipe[label, seed] = get_run(sft_run(base.config, f"{name}-sft-paper", "paper", steps=sft_steps), device=device)
 pipe_scores = {k: heldout_scores(r, bench)["suffix"] for k, r in pipe.items()}
 pipe_tab = rep.table(pd.DataFrame([{"model": f"{m} + SFT", "seed": s, "real token": v.masked,
                                     "with pad": v.with_pad} for (m, s), v in pipe_scores.items()]), "pipeline")

@@ -15,6 +15,7 @@
 
 # %% tags=["parameters"]
 scale = "cpu"  # smoke | cpu | paper
+device = None  # cpu | cuda; default: TIEDLM_DEVICE, else CUDA when available, else the CPU
 seeds = None  # training seeds; default: the scale's (smoke: [0], cpu: [0, 1, 2])
 figures_dir = None  # default: figures/<scale>/
 paper_dir = None  # default: paper/<scale>/
@@ -58,10 +59,10 @@ print(f"scale {scale}: seq {S.seq_len}, {n_prompts} prompts, {max_new} new token
 PAPER_SFT, MASKED_SFT = "SFT paper (suffix, pad targets)", "SFT corrected (response only, packed)"
 runs = {}
 for seed in seeds:
-    pt = get_run("v3", scale, seed)
+    pt = get_run("v3", scale, seed, device=device)
     runs["PT", seed] = pt
-    runs[PAPER_SFT, seed] = get_run(sft_run(pt.config, "v3-sft-paper", "paper"))
-    runs[MASKED_SFT, seed] = get_run(sft_run(pt.config, "v3-sft-masked", "masked"))
+    runs[PAPER_SFT, seed] = get_run(sft_run(pt.config, "v3-sft-paper", "paper"), device=device)
+    runs[MASKED_SFT, seed] = get_run(sft_run(pt.config, "v3-sft-masked", "masked"), device=device)
 corpus = cached_corpus(runs["PT", seeds[0]].config.data)
 data = sft_data(runs[PAPER_SFT, seeds[0]].config, corpus)
 y = sft_targets(data.inputs, "paper")

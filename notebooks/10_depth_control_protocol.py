@@ -51,6 +51,7 @@
 
 # %% tags=["parameters"]
 scale = "cpu"  # smoke | cpu | paper
+device = None  # cpu | cuda; default: TIEDLM_DEVICE, else CUDA when available, else the CPU
 seeds = None  # training seeds; default: the scale's (smoke: [0], cpu: [0, 1, 2])
 figures_dir = None  # default: figures/<scale>/
 paper_dir = None  # default: paper/<scale>/
@@ -107,7 +108,8 @@ print(f"scale {scale}: K = {K}, seeds {seeds}, {n_cal} calibration + {n_eval} ev
 SHORT = section_overrides(scale)  # sections 06 and 07's runs (at paper scale the paper's own)
 MODELS = {"single small": ("v3", None), "multi small": ("v4", None), "single large": ("v5", None),
           "multi large": ("v6", None), "three loops": ("v13", SHORT), "dense (vanilla)": ("v9", SHORT)}
-runs = {(label, seed): get_run(name, scale, seed, ovr) for label, (name, ovr) in MODELS.items() for seed in seeds}
+runs = {(label, seed): get_run(name, scale, seed, ovr, device=device) for label, (name, ovr) in MODELS.items()
+        for seed in seeds}
 SINGLE = ["single small", "single large"]
 pd.DataFrame([{"model": m, "run": r.config.name, "seed": s, "layout": r.config.model.layout,
                "core applications N": budget(r.config.model.layout), "params": r.result["params"]}
@@ -425,7 +427,7 @@ for seed in seeds:
     arms["base", seed] = base
     for arm in ("fixed", "sampled"):
         arms[arm, seed] = get_run(intervention_arm(base.config, arm, S.short_steps, steps, intervention_warmup,
-                                                   intervention_lr))
+                                                   intervention_lr), device=device)
 iv_rows = []
 for (arm, seed), r in arms.items():
     rows_, _ = probe_shares(r, seed, 1, N0, [ProbeSpec.parse(p) for p in PAPER_B])

@@ -22,6 +22,7 @@
 
 # %% tags=["parameters"]
 scale = "cpu"  # smoke | cpu | paper
+device = None  # cpu | cuda; default: TIEDLM_DEVICE, else CUDA when available, else the CPU
 seeds = None  # training seeds; default: the scale's (smoke: [0], cpu: [0, 1, 2])
 figures_dir = None  # default: figures/<scale>/
 paper_dir = None  # default: paper/<scale>/
@@ -81,10 +82,10 @@ print(f"scale {scale}: K = {S.K}, seeds {seeds}")
 # %%
 runs = {}
 for sd in seeds:
-    single = get_run("v3", scale, sd)
+    single = get_run("v3", scale, sd, device=device)
     runs["single-depth", sd] = single
-    runs["multi-depth", sd] = get_run("v4", scale, sd)
-    runs["sampled-depth", sd] = get_run(intervention_arm(single.config, "sampled", S.short_steps))
+    runs["multi-depth", sd] = get_run("v4", scale, sd, device=device)
+    runs["sampled-depth", sd] = get_run(intervention_arm(single.config, "sampled", S.short_steps), device=device)
 MODELS = ["single-depth", "multi-depth", "sampled-depth"]
 K = runs["single-depth", seeds[0]].model.full_depth
 cfg0 = runs["single-depth", seeds[0]].config

@@ -73,3 +73,17 @@ def test_a_device_argument_must_be_the_models():
     with pytest.raises(ValueError, match="is not the model's \\(cpu\\)"):
         evaluation.depth_stats(M, _batches(), [1], device="cuda")
     assert evaluation.evaluate_nll(M, _batches(), 1, device="cpu").n_real.sum() > 0
+
+
+def test_the_default_device_and_the_refusal_to_train_the_paper_scale_on_a_cpu(monkeypatch, tmp_path):
+    from tiedlm_lib import devices, get_run
+
+    monkeypatch.delenv("TIEDLM_DEVICE", raising=False)
+    assert devices.default_device() == ("cuda" if torch.cuda.is_available() else "cpu")
+    monkeypatch.setenv("TIEDLM_DEVICE", "cuda:1")
+    assert devices.default_device() == "cuda:1" and devices.default_device("cpu") == "cpu"
+    monkeypatch.setenv("TIEDLM_MINIMIND", str(tmp_path / "minimind.jsonl"))
+    monkeypatch.delenv("TIEDLM_ALLOW_CPU_PAPER", raising=False)
+    with pytest.raises(RuntimeError, match=r"paper-scale run, 3,000 steps: about .* GPU hours on one GPU"):
+        get_run("v3", "paper", root=tmp_path, device="cpu")
+    assert not list(tmp_path.glob("paper/*/model.safetensors"))  # refused before anything was written

@@ -197,7 +197,7 @@ def cmd_eval(args) -> None:
         raise ValueError(f"--docs must be a positive integer, got {args.docs}")
     r = get_run(run, root=args.runs, progress=True, train_if_missing=not args.no_train, device=args.device)
     corpus = prepare_corpus(run.data)
-    model = r.model.to(args.device)
+    model = r.model  # on get_run's device
     loops = run.model.trained_depth
     report: dict = {"run": run.name, "scale": run.scale, "seed": run.train.seed, "dir": str(r.dir)}
 
@@ -256,7 +256,9 @@ def main(argv: list[str] | None = None) -> int:
         sp.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                         help="override a config field, e.g. train.steps=200 or model.block=residual")
         sp.add_argument("--runs", default=None, help="runs cache directory (default ./runs or $TIEDLM_RUNS)")
-        sp.add_argument("--device", default="cpu", help="cpu or cuda (under torchrun: one GPU per process)")
+        sp.add_argument("--device", default=None,
+                        help="cpu or cuda (default: TIEDLM_DEVICE, else cuda when available, else cpu; under "
+                        "torchrun: one GPU per process)")
         sp.set_defaults(fn=fn)
         if name == "eval":
             sp.add_argument("--depths", default="", help="comma-separated depths (default powers of 2, K and 2K)")
@@ -275,7 +277,9 @@ def main(argv: list[str] | None = None) -> int:
     sp.add_argument("--status", action="store_true", help="train nothing: list each run as done, partial or "
                     "missing, with its training seconds or an estimate of the seconds left")
     sp.add_argument("--runs", default=None, help="runs cache directory (default ./runs or $TIEDLM_RUNS)")
-    sp.add_argument("--device", default="cpu", help="cpu or cuda (under torchrun: one GPU per process)")
+    sp.add_argument("--device", default=None,
+                        help="cpu or cuda (default: TIEDLM_DEVICE, else cuda when available, else cpu; under "
+                        "torchrun: one GPU per process)")
     sp.set_defaults(fn=cmd_train_all)
     args = p.parse_args(argv)
 

@@ -7,12 +7,24 @@ model on a GPU gets GPU inputs without each caller knowing. ``tests/devicecheck.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterable, Iterator
 from typing import TypeVar
 
 import torch
 
 T = TypeVar("T")
+
+
+def default_device(requested: str | torch.device | None = None) -> str:
+    """The device runs train and evaluate on: ``requested``, else the ``TIEDLM_DEVICE`` environment variable, else
+    CUDA when it is available, else the CPU (every notebook's ``device`` parameter and ``runs.get_run`` use it)."""
+    if requested is not None:
+        return str(requested)
+    env = os.environ.get("TIEDLM_DEVICE")
+    if env:
+        return env
+    return "cuda" if torch.cuda.is_available() else "cpu"
 
 
 def model_device(model: torch.nn.Module) -> torch.device:

@@ -10,13 +10,14 @@ from __future__ import annotations
 
 import fcntl
 import json
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import torch
 
-from . import distributed
+from . import devices, distributed
 from .atomic import atomic_write_text
 from .checkpoint import config_diff, load_model, saved_run
 from .config import LABELS, RunConfig
@@ -99,9 +100,12 @@ def check_entry(path: Path, cfg: RunConfig) -> None:
 
 def get_run(name_or_config: str | RunConfig, scale: str = "cpu", seed: int = 0,
             overrides: dict[str, Any] | None = None, *, root: str | Path | None = None, train_if_missing: bool = True,
-            progress: bool | None = None, device: str = "cpu") -> Run:
-    """A trained run from the cache, training (or resuming) it first if needed. Concurrent callers asking for the
-    same run wait on a file lock instead of training it twice."""
+            progress: bool | None = None, device: str | None = None) -> Run:
+    """A trained run from the cache, training (or resuming) it first if needed, its model on ``device`` (default:
+    ``devices.default_device()``: ``TIEDLM_DEVICE``, else CUDA when available, else the CPU). Concurrent callers
+    asking for the same run wait on a file lock instead of training it twice. Training a paper-scale run on a CPU is
+    refused (weeks of work on a machine that may have a GPU) unless ``TIEDLM_ALLOW_CPU_PAPER=1``."""
+    device = devices.default_device(device)
     cfg = name_or_config if isinstance(name_or_config, RunConfig) else experiment(name_or_config, scale, seed,
                                                                                   overrides)
     path = run_dir(cfg, root)
@@ -117,6 +121,7 @@ def get_run(name_or_config: str | RunConfig, scale: str = "cpu", seed: int = 0,
         elif not train_if_missing:
             raise FileNotFoundError(f"run {cfg.name}/{cfg.scale}/seed {cfg.train.seed} is not in the cache: {path}")
         else:
+            _refuse_paper_on_cpu(cfg, device)
             res = train(cfg, path, progress=progress, device=device, runs_root=path.parent.parent)
             if rank == 0:
                 atomic_write_text(path / "result.json", json.dumps(
@@ -126,7 +131,21 @@ def get_run(name_or_config: str | RunConfig, scale: str = "cpu", seed: int = 0,
                     indent=1))  # float results on a CPU depend on the thread count: recorded beside them
                 (path / "checkpoint.safetensors").unlink(missing_ok=True)  # the final weights supersede it
             distributed.barrier()
-    return Run(cfg, path, load_model(path / FINAL, cfg.model), fresh)
+    return Run(cfg, path, load_model(path / FINAL, cfg.model).to(device), fresh)
+
+
+def _refuse_paper_on_cpu(cfg: RunConfig, device: str) -> None:
+    """A paper-scale run trains on a GPU; on a CPU only when asked for explicitly, told how long it would take."""
+    if cfg.scale != "paper" or torch.device(device).type != "cpu" or os.environ.get("TIEDLM_ALLOW_CPU_PAPER") == "1":
+        return
+    from .registry import plan_rows
+
+    row = next((r for r in plan_rows("paper", [cfg.train.seed]) if r["run"] == cfg.name), None)
+    gpu_h = f"about {row['GPU hours']:.1f} GPU hours" if row else "GPU hours"
+    raise RuntimeError(f"run {cfg.name} (seed {cfg.train.seed}) is a paper-scale run, {cfg.train.steps:,} steps: "
+                       f"{gpu_h} on one GPU, and tens to hundreds of times that on a CPU. Train it on a GPU "
+                       "(device='cuda', or TIEDLM_DEVICE=cuda), or set TIEDLM_ALLOW_CPU_PAPER=1 to train it here "
+                       "anyway (the rehearsal, --scale paper --rehearse, needs neither)")
 
 
 def _cost_key(cfg: RunConfig) -> tuple:

@@ -36,6 +36,7 @@ def _suffix():
 COLLECTORS = {
     "depth_stats": lambda: evaluation.depth_stats(M, _batches(), [1, 3]),
     "evaluate_nll": lambda: evaluation.evaluate_nll(M, _batches(), 2),
+    "depth_sweep": lambda: evaluation.depth_sweep(M, _batches(), [1, 3]),
     "state_norms": lambda: analysis.state_norms(M, _batches(), 3),
     "collect_features": lambda: exits.collect_features(M, _batches()),
     "residual_probe": lambda: probes.residual_probe(M, _batches(), min_real=2),
@@ -79,7 +80,8 @@ def test_the_default_device_and_the_refusal_to_train_the_paper_scale_on_a_cpu(mo
     from tiedlm_lib import devices, get_run
 
     monkeypatch.delenv("TIEDLM_DEVICE", raising=False)
-    assert devices.default_device() == ("cuda" if torch.cuda.is_available() else "cpu")
+    assert devices.default_device(None, "paper") == ("cuda" if torch.cuda.is_available() else "cpu")
+    assert devices.default_device(None, "cpu") == devices.default_device() == "cpu"  # the cpu scale stays there
     monkeypatch.setenv("TIEDLM_DEVICE", "cuda:1")
     assert devices.default_device() == "cuda:1" and devices.default_device("cpu") == "cpu"
     monkeypatch.setenv("TIEDLM_MINIMIND", str(tmp_path / "minimind.jsonl"))

@@ -16,15 +16,17 @@ import torch
 T = TypeVar("T")
 
 
-def default_device(requested: str | torch.device | None = None) -> str:
+def default_device(requested: str | torch.device | None = None, scale: str | None = None) -> str:
     """The device runs train and evaluate on: ``requested``, else the ``TIEDLM_DEVICE`` environment variable, else
-    CUDA when it is available, else the CPU (every notebook's ``device`` parameter and ``runs.get_run`` use it)."""
+    CUDA for the paper scale when it is available, else the CPU. The smoke and cpu scales stay on the CPU unless
+    asked: their committed runs were trained there in float32, and a GPU would train (or resume) them in bf16 under
+    the same fingerprint (every notebook's ``device`` parameter and ``runs.get_run`` use this)."""
     if requested is not None:
         return str(requested)
     env = os.environ.get("TIEDLM_DEVICE")
     if env:
         return env
-    return "cuda" if torch.cuda.is_available() else "cpu"
+    return "cuda" if scale == "paper" and torch.cuda.is_available() else "cpu"
 
 
 def model_device(model: torch.nn.Module) -> torch.device:

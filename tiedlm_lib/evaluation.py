@@ -152,7 +152,7 @@ def evaluate_nll(model: TiedLM, batches: Iterable[EvalBatch], depth: int | None 
 
 
 def depth_sweep(model: TiedLM, batches: Iterable[EvalBatch], depths: Sequence[int],
-                device: str | torch.device = "cpu") -> list[dict]:
+                device: str | torch.device | None = None) -> list[dict]:
     """The k-sweep table: NLL masked and with pad, pad fraction, mean max-prob, per depth."""
     return depth_stats(model, batches, depths, device).table()
 

@@ -62,7 +62,7 @@ class Run:
         saved = read_meta(path).get("step")
         if saved != step:
             raise ValueError(f"{path} holds the weights after step {saved}, not {step}")
-        return load_model(path, self.config.model)
+        return load_model(path, self.config.model).to(devices.model_device(self.model))
 
 
 class StaleRunError(ValueError):
@@ -102,12 +102,13 @@ def get_run(name_or_config: str | RunConfig, scale: str = "cpu", seed: int = 0,
             overrides: dict[str, Any] | None = None, *, root: str | Path | None = None, train_if_missing: bool = True,
             progress: bool | None = None, device: str | None = None) -> Run:
     """A trained run from the cache, training (or resuming) it first if needed, its model on ``device`` (default:
-    ``devices.default_device()``: ``TIEDLM_DEVICE``, else CUDA when available, else the CPU). Concurrent callers
-    asking for the same run wait on a file lock instead of training it twice. Training a paper-scale run on a CPU is
-    refused (weeks of work on a machine that may have a GPU) unless ``TIEDLM_ALLOW_CPU_PAPER=1``."""
-    device = devices.default_device(device)
+    ``devices.default_device(None, scale)``: ``TIEDLM_DEVICE``, else CUDA for the paper scale when available, else
+    the CPU). Concurrent callers asking for the same run wait on a file lock instead of training it twice. Training a
+    paper-scale run on a CPU is refused (weeks of work on a machine that may have a GPU) unless
+    ``TIEDLM_ALLOW_CPU_PAPER=1``."""
     cfg = name_or_config if isinstance(name_or_config, RunConfig) else experiment(name_or_config, scale, seed,
                                                                                   overrides)
+    device = devices.default_device(device, cfg.scale)
     path = run_dir(cfg, root)
     path.parent.mkdir(parents=True, exist_ok=True)
     distributed.init_from_env(torch.device(device))
@@ -131,7 +132,7 @@ def get_run(name_or_config: str | RunConfig, scale: str = "cpu", seed: int = 0,
                     indent=1))  # float results on a CPU depend on the thread count: recorded beside them
                 (path / "checkpoint.safetensors").unlink(missing_ok=True)  # the final weights supersede it
             distributed.barrier()
-    return Run(cfg, path, load_model(path / FINAL, cfg.model).to(device), fresh)
+    return Run(cfg, path, load_model(path / FINAL, cfg.model).to(distributed.local_device(torch.device(device))), fresh)
 
 
 def _refuse_paper_on_cpu(cfg: RunConfig, device: str) -> None:

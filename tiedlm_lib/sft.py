@@ -35,6 +35,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from . import devices
 from .benchmark import suffix_start
 from .data import PAD_ID, SeededStream, load_conversations
 from .evaluation import NLLStats, token_ce
@@ -177,15 +178,16 @@ def pad_rate(ids: Sequence[int]) -> float:
 
 
 @torch.no_grad()
-def response_nll(model, data: SFTData, batch_size: int = 32, device: str | torch.device = "cpu") -> NLLStats:
+def response_nll(model, data: SFTData, batch_size: int = 32) -> NLLStats:
     """Per-conversation CE sums over the response targets (the masked protocol's: response tokens and its
     ``<|im_end|>``) of rendered conversations, as ``NLLStats`` (conversation i is document i, so two models scored
-    on one ``SFTData`` are paired; ``stats.mean_ci`` gives the interval). Scored in ``data``'s own layout."""
+    on one ``SFTData`` are paired; ``stats.mean_ci`` gives the interval). Scored in ``data``'s own layout, on the
+    model's device."""
     sums, counts = [], []
     with eval_mode(model):
         for i in range(0, len(data), batch_size):
             idx = slice(i, i + batch_size)
-            x, y = data.inputs[idx].to(device), data.targets("masked", idx).to(device)
+            x, y = devices.to_model(data.inputs[idx], model), devices.to_model(data.targets("masked", idx), model)
             m = y != IGNORE
             ce = token_ce(model(x), y.clamp_min(0)) * m
             sums.append(ce.sum(1).cpu().numpy())

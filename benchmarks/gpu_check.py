@@ -57,7 +57,7 @@ def measure(cfg: ModelConfig, mode: str, device: torch.device, B: int, steps: in
     dt = (time.perf_counter() - t0) / (steps - warmup)
     peak = torch.cuda.max_memory_allocated() / 2**30 if cuda else resource.getrusage(
         resource.RUSAGE_SELF).ru_maxrss / 2**20
-    return {"mode": mode, "ms_per_step": 1000 * dt, "peak_GiB": peak, "final_loss": float(loss),
+    return {"mode": mode, "ms_per_step": 1000 * dt, "peak_GiB": peak, "final_loss": float(loss.detach()),
             "params": model.num_params(), "tokens_per_s": B * cfg.max_seq_len / dt}
 
 

@@ -2,13 +2,30 @@
 CPU-only machine by ``devicecheck.OnDevice``: the model's tensors count as on an accelerator, and any operation that
 meets one of them and a CPU tensor fails as CUDA would."""
 
+import copy
+import importlib
+import inspect
+
 import numpy as np
 import pytest
 import torch
 from conftest import tiny_model
 from devicecheck import DeviceMismatch, pretend_accelerator
 
-from tiedlm_lib import analysis, benchmark, dcp, evaluation, exits, generate, lens, probes, schedules, speculative
+from tiedlm_lib import (
+    analysis,
+    benchmark,
+    dcp,
+    evaluation,
+    exits,
+    generate,
+    lens,
+    probes,
+    schedules,
+    sft,
+    speculative,
+    training,
+)
 from tiedlm_lib.data import EvalBatch
 
 
@@ -28,6 +45,28 @@ def _lens_fit():
         lens.probe_nll(r, st, lens.fit_probe(r, st, lens.ProbeSpec(placement, form), lams=(1e-3,), iters=3))
 
 
+def _shares():
+    cal, ev = (lambda: _batches()[:1]), (lambda: [EvalBatch(b.inputs, b.targets, b.doc_index + 3) for b in _batches()])
+    lens.share_by_probe(M, cal, ev, 1, 3, probes=[lens.ProbeSpec("head", "temperature")], n_refit=1, n_boot=5,
+                        lams=(1e-3,), iters=2)
+    pool, held = (tuple(lens.collect_states(M, b(), schedules.plan(M.config.layout, "prefix", k), "head")
+                        for k in (1, 3)) for b in (cal, ev))
+    lens.data_curve(M, lens.ProbeSpec("head", "temperature"), pool, held, [10], n_boot=5, lams=(1e-3,), iters=2)
+
+
+def _train_step():
+    from tiedlm_lib import TrainConfig
+
+    model = copy.deepcopy(M)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    b = _batches()[0]
+    with pretend_accelerator(model, _train_step.monkeypatch) as mode:
+        res = training.train_step(model, opt, b.inputs, b.targets, TrainConfig(steps=2, batch_size=3, warmup=1), 0,
+                                  torch.device("cpu", 0))
+        training.step_metrics(model, TrainConfig(steps=2, batch_size=3, warmup=1), 0, res, 0.0)
+    return mode
+
+
 def _suffix():
     x = torch.randint(4, 37, (4, 12), generator=torch.Generator().manual_seed(1))
     return benchmark.suffix_nll(M, benchmark.SuffixBenchmark(x, np.arange(4), "heldout", 8), batch_size=2)
@@ -41,13 +80,30 @@ COLLECTORS = {
     "collect_features": lambda: exits.collect_features(M, _batches()),
     "residual_probe": lambda: probes.residual_probe(M, _batches(), min_real=2),
     "collect_states, fit_probe, probe_nll": _lens_fit,
-    "evaluate_schedules": lambda: dcp.evaluate_schedules(M, _batches, _batches, ["prefix", "frozen"], [1, 3],
-                                                         probes=("head/temperature",), in_sample=True, iters=3),
+    "evaluate_schedules, readout_metrics": lambda: dcp.evaluate_schedules(
+        M, _batches, _batches, ["prefix", "frozen"], [1, 3], probes=("head/temperature",), in_sample=True, iters=3),
     "generate": lambda: generate.generate(M, [5, 6, 7], generate.SamplingConfig(max_new=3)),
     "speculative": lambda: speculative.generate(M, [5, 6, 7], None, max_new=3, draft_depth=1, draft_len=2),
     "plain_greedy": lambda: speculative.plain_greedy(M, [5, 6, 7], 3),
     "suffix_nll": _suffix,
+    "share_by_probe, calibration_share, data_curve": _shares,
+    "plan_logits, run_plan, run_core": lambda: schedules.plan_logits(M, _batches()[0].inputs.to(torch.device("cpu", 0)),
+                                                                     P2),
+    "benchmark": lambda: speculative.benchmark(M, [[5, 6, 7]], 2, [(1, 2)], n_boot=5),
+    "response_nll": lambda: sft.response_nll(M, sft.SFTData(_batches()[0].inputs, torch.tensor([4, 5, 6])), 2),
 }
+# Public functions that take a model and feed it nothing of their own (each reason says why); every other one must be
+# exercised by a collector above (test_every_function_that_feeds_a_model_is_checked).
+NOT_COLLECTORS = {
+    "check_request": "checks a prompt's length against the model's context; runs nothing",
+    "eval_mode": "a context manager that sets and restores train/eval",
+    "init_weights": "loads saved weights into the model",
+    "supervised_loss": "called by train_step on batches train_step has moved (checked through it)",
+    "train_step": "checked under its own pretend accelerator (test_a_training_step_runs_on_the_models_device)",
+    "step_metrics": "checked with train_step",
+}
+MODULES = ("analysis", "benchmark", "dcp", "evaluation", "exits", "generate", "lens", "probes", "schedules", "sft",
+           "speculative", "training", "model", "inference")
 
 
 @pytest.mark.parametrize("name", list(COLLECTORS))
@@ -55,6 +111,54 @@ def test_every_collector_feeds_the_model_on_its_device(name, monkeypatch):
     with pretend_accelerator(M, monkeypatch) as mode:
         COLLECTORS[name]()
     assert mode.calls > 50  # the check ran over the whole forward
+
+
+def test_every_function_that_feeds_a_model_is_checked():
+    """A new public function taking a model must join COLLECTORS (or NOT_COLLECTORS, with its reason)."""
+    covered = {n.strip() for key in COLLECTORS for n in key.split(",")} | set(NOT_COLLECTORS)
+    takes_model = set()
+    for name in MODULES:
+        mod = importlib.import_module(f"tiedlm_lib.{name}")
+        for fname, f in inspect.getmembers(mod, inspect.isfunction):
+            params = list(inspect.signature(f).parameters)
+            if not fname.startswith("_") and f.__module__ == mod.__name__ and params[:1] in (["model"],
+                                                                                             ["model_or_readout"]):
+                takes_model.add(fname)
+    assert len(takes_model) > 20  # the scan found the library's functions
+    assert takes_model <= covered, f"not checked on a pretend accelerator: {sorted(takes_model - covered)}"
+
+
+def test_a_training_step_runs_on_the_models_device(monkeypatch):
+    _train_step.monkeypatch = monkeypatch
+    mode = _train_step()
+    assert mode.calls > 100  # forward, backward, clipping and AdamW all ran under the check
+
+
+def test_the_checker_flags_what_cuda_would_and_only_that(monkeypatch):
+    """Each rule of devicecheck.OnDevice on a hand-made case: the mismatches CUDA raises are raised, the mixes CUDA
+    allows pass."""
+    with pretend_accelerator(M, monkeypatch):
+        on = next(M.parameters()).detach()
+        assert on.device == torch.device("cpu", 0)
+        with pytest.raises(DeviceMismatch, match="numpy"):
+            np.asarray(on)
+        with pytest.raises(DeviceMismatch, match="stack: a CPU tensor of shape \\(\\)"):
+            torch.stack([on[0, 0], torch.tensor(1.0)])  # 0-dim tensors do not mix in cat/stack on CUDA
+        assert (on[0, 0] + torch.tensor(1.0)).device == torch.device("cpu", 0)  # they do elementwise
+        with pytest.raises(DeviceMismatch, match="CPU generator"):
+            torch.multinomial(on[0].softmax(-1), 1, generator=torch.Generator().manual_seed(0))
+        with pytest.raises(DeviceMismatch, match="CPU generator"):
+            torch.randint(0, 3, (2,), generator=torch.Generator(), device=on.device)
+        with pytest.raises(DeviceMismatch, match="add"):
+            on[0] + torch.zeros(on.shape[1], device="cpu")  # the host, named: not the model's device
+        moved = torch.ones(on.shape[1]).to(on.device)  # following a tensor's device is fine
+        assert (on[0] + moved).device == torch.device("cpu", 0)
+        assert (on[0] + torch.ones(on.shape[1], device=on.device)).device == torch.device("cpu", 0)
+        host = torch.empty(on.shape[1])
+        host.copy_(on[0])  # copies cross devices on CUDA
+        on.clone().copy_(torch.ones_like(host))
+        with pytest.raises(DeviceMismatch, match="add"):
+            on[0] + on[0].cpu()
 
 
 def test_the_check_fails_on_a_collector_that_leaves_its_inputs_on_the_cpu(monkeypatch):

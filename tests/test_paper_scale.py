@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
 import torch
 
@@ -363,3 +364,30 @@ def test_the_horizon_study_uses_the_paper_long_run_recipe_over_the_scale_horizon
                                                                                     (3000, 6000, 12000, 24000))
     smoke = experiment("horizon-phantom", "smoke")
     assert smoke.train.steps == 120 and smoke.train.keep_weights_at == (30, 60)
+
+
+def test_gpu_first_run_script_runs_at_smoke_on_cpu(tmp_path):
+    """The prepared first GPU run (benchmarks/gpu_first_run.py) end to end at smoke size: every step writes its
+    report rows, the trained run lands in the script's own runs folder and section 03 executes into its folder."""
+    p = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "gpu_first_run.py"), "--smoke", "--device", "cpu",
+                        "--steps", "2", "--out", str(tmp_path)], capture_output=True, text=True, timeout=600, cwd=ROOT,
+                       env={**os.environ, "OMP_NUM_THREADS": "1"})
+    assert p.returncode == 0, p.stderr[-3000:]
+    rows = pd.read_csv(tmp_path / "report.csv")
+    assert list(rows.step.unique()) == ["modes", "train", "section", "total"]
+    assert len(rows[rows.step == "modes"]) == 2 * 3 * 2  # two models x three modes x (time, memory)
+    assert (rows.value > 0).all() and rows.value.notna().all()
+    assert "| modes | v3" in (tmp_path / "report.md").read_text()
+    assert any((tmp_path / "runs" / "smoke").glob("v3-s0-*/model.safetensors"))
+    assert (tmp_path / "tables" / "03_depth_scaling-k_sweep.csv").is_file()
+    assert not (ROOT / "runs" / "first-run").exists()  # nothing written into the project's runs
+
+
+def test_first_run_scale_is_the_paper_scale_cut_to_a_few_hundred_steps_on_the_fixture(monkeypatch, tmp_path):
+    monkeypatch.setenv("TIEDLM_MINIMIND", str(tmp_path / "pretrain_hq.jsonl"))  # the paper's corpus, by path only
+    for name in ("v3", "v5"):
+        first, paper = experiment(name, "first-run"), experiment(name, "paper")
+        assert first.model == paper.model and first.train.batch_size == paper.train.batch_size == 32
+        assert first.train.steps == 300 and "rehearsal" in first.data.corpus
+        assert paper.data.corpus.endswith("pretrain_hq.jsonl")
+        assert first.fingerprint() != paper.fingerprint()

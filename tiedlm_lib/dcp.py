@@ -13,6 +13,7 @@ is shared by every condition and every term.
 
 from __future__ import annotations
 
+import itertools
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
@@ -20,6 +21,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from tqdm.auto import tqdm
 
+from . import devices
 from .data import EvalBatch
 from .evaluation import NLLStats
 from .lens import (
@@ -78,10 +80,15 @@ def evaluate_schedules(model, cal_batches: Callable[[], Iterable[EvalBatch]] | N
     tuned = any(s.form == "tuned" for s in specs)
     out = {}
     todo = [(s, k) for s in schedules for k in ks]
+    # one untimed forward first, so that the first condition's timing does not include the device's start-up (CUDA
+    # context, kernel selection, the allocator's first blocks)
+    collect_states(model, itertools.islice(eval_batches(), 1), full, "head")
     for s, k in tqdm(todo, desc="DCP conditions", disable=not progress, leave=False):
         p = plan(model.config.layout, s, k)
+        devices.synchronize(model)
         t0 = time.perf_counter()
         ev = {"head": collect_states(model, eval_batches(), p, "head")}  # timed: the forward
+        devices.synchronize(model)  # the states are on the device: wait for the kernels that made them
         seconds = time.perf_counter() - t0
         ev |= {pl: collect_states(model, eval_batches(), p, pl) for pl in placements if pl != "head"}
         if in_sample:

@@ -51,3 +51,11 @@ def on_model(batches: Iterable[T], model: torch.nn.Module) -> Iterator[T]:
     """Each batch of ``batches`` on the model's device, lazily."""
     for b in batches:
         yield to_model(b, model)
+
+
+def synchronize(model: torch.nn.Module) -> None:
+    """Wait for the model's device to finish its queued work (CUDA runs kernels asynchronously: a wall-clock timing
+    that does not wait measures the launches, not the work); nothing on a CPU."""
+    device = model_device(model)
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)

@@ -107,6 +107,14 @@ SCALES["rehearsal"] = dataclasses.replace(
     log_every=1, sft_steps=2,
     chosen="a rehearsal of the paper scale: its exact models on a generated minimind-format fixture, a few steps at "
     "batch 2; no number at this scale is evidence of anything")
+# The paper scale's first minutes on a GPU (benchmarks/gpu_first_run.py): its exact models, batch 32 and recipes on the
+# rehearsal's fixture (a GPU machine may have no corpus and no network), a few hundred steps a run. It proves that the
+# paper scale trains and a section executes on the device, and how fast; its numbers are no evidence of anything.
+SCALES["first-run"] = dataclasses.replace(
+    SCALES["paper"], name="first-run", short_steps=300, long_steps=300, long_warmup=30, corpus="rehearsal",
+    log_every=50, sft_steps=30,
+    chosen="the paper scale's first run on a GPU: its exact models and batch on a generated minimind-format fixture, "
+    "300 steps a run; no number at this scale is evidence of anything")
 
 
 def scale_changes(scale: str) -> list[dict[str, Any]]:

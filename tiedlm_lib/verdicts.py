@@ -23,6 +23,8 @@ from . import inference as inf
 from .claims import answer, evidence_seeds, seed_cis, verdict
 from .stats import Estimate
 
+Z95 = 1.959963984540054  # the normal 0.975 quantile: the normal-scale intervals built here are 95% intervals
+
 PerSeed = Mapping[int, Estimate]
 
 
@@ -83,8 +85,7 @@ def point(x: float) -> Estimate:
 
 def difference(a: Estimate, b: Estimate) -> Estimate:
     """a − b for two estimates from separate resamples, their variances added (a normal-scale interval)."""
-    z = 1.959963984540054
-    half = z * math.sqrt(inf.within_variance(a) + inf.within_variance(b))
+    half = Z95 * math.sqrt(inf.within_variance(a) + inf.within_variance(b))
     d = a.point - b.point
     return Estimate(d, d - half, d + half)
 
@@ -99,10 +100,9 @@ def ratio(a: Estimate, b: Estimate) -> Estimate:
         return Estimate(nan, nan, nan)
     r = a.point / b.point
     if a.point == 0:
-        half = 1.959963984540054 * math.sqrt(inf.within_variance(a)) / abs(b.point)
+        half = Z95 * math.sqrt(inf.within_variance(a)) / abs(b.point)
     else:
-        half = 1.959963984540054 * abs(r) * math.sqrt(inf.within_variance(a) / a.point ** 2
-                                                      + inf.within_variance(b) / b.point ** 2)
+        half = Z95 * abs(r) * math.sqrt(inf.within_variance(a) / a.point ** 2 + inf.within_variance(b) / b.point ** 2)
     return Estimate(r, r - half, r + half)
 
 
@@ -439,7 +439,7 @@ def quantised(x: float, step: float) -> Estimate:
     seeds that agree on the same integers would pool to an interval of zero width."""
     if not step > 0:
         raise ValueError(f"step must be > 0, got {step!r}")
-    half = 1.959963984540054 * step * math.sqrt(2 / 12)
+    half = Z95 * step * math.sqrt(2 / 12)
     return Estimate(float(x), float(x) - half, float(x) + half)
 
 

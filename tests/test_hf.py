@@ -1,83 +1,103 @@
 """The Hugging Face adapter on tiny randomly initialised models of each supported family (no download): the
-adapter's logits against the model's own forward, truncations against a hand-built forward of the layers they name,
-a looped model built by sharing one layer, and clear refusals."""
+adapter's logits against the model's own forward, every schedule against a hand-built forward of the layers it
+names (the family's modules called one by one, the final norm and head applied by the test), a looped model built
+by sharing one layer, the library's probes and DCP on it, and clear refusals."""
+
+import copy
 
 import pytest
 import torch
 
 transformers = pytest.importorskip("transformers")
 
-from tiedlm_lib.hf import FAMILIES, HFDepthModel  # noqa: E402
-from tiedlm_lib.schedules import plan  # noqa: E402
+from tiedlm_lib import dcp, lens  # noqa: E402
+from tiedlm_lib.data import EvalBatch  # noqa: E402
+from tiedlm_lib.hf import FAMILIES, PAD_LOGIT, HFDepthModel  # noqa: E402
+from tiedlm_lib.schedules import REUSE, DepthModel, plan, plan_logits  # noqa: E402
+from tiedlm_lib.stats import value  # noqa: E402
 
 V, T, L = 50, 10, 4
+TOL = 1e-5  # float32: the adapter and the hand-built forward call the same modules in the same order
 
 
-def _tiny(family: str):
-    torch.manual_seed(0)
+def _config(family: str, **kw):
     common = dict(vocab_size=V, max_position_embeddings=32)
     if family == "gpt2":
-        m = transformers.GPT2LMHeadModel(transformers.GPT2Config(vocab_size=V, n_positions=32, n_embd=16, n_layer=L,
-                                                                 n_head=2, bos_token_id=0, eos_token_id=0))
-    elif family == "neox":
-        m = transformers.GPTNeoXForCausalLM(transformers.GPTNeoXConfig(hidden_size=16, intermediate_size=32,
-                                                                       num_hidden_layers=L, num_attention_heads=2,
-                                                                       **common))
-    else:
-        cls = {"llama": (transformers.LlamaConfig, transformers.LlamaForCausalLM),
-               "qwen2": (transformers.Qwen2Config, transformers.Qwen2ForCausalLM),
-               "mistral": (transformers.MistralConfig, transformers.MistralForCausalLM),
-               "qwen3": (transformers.Qwen3Config, transformers.Qwen3ForCausalLM)}[family]
-        m = cls[1](cls[0](hidden_size=16, intermediate_size=32, num_hidden_layers=L, num_attention_heads=2,
-                          num_key_value_heads=1, **common))
-    return m.eval()
+        return transformers.GPT2Config(vocab_size=V, n_positions=32, n_embd=16, n_layer=L, n_head=2, bos_token_id=0,
+                                       eos_token_id=0, **kw)
+    if family == "neox":
+        return transformers.GPTNeoXConfig(hidden_size=16, intermediate_size=32, num_hidden_layers=L,
+                                          num_attention_heads=2, **common, **kw)
+    cfg = {"llama": transformers.LlamaConfig, "qwen2": transformers.Qwen2Config, "mistral": transformers.MistralConfig,
+           "qwen3": transformers.Qwen3Config}[family]
+    return cfg(hidden_size=16, intermediate_size=32, num_hidden_layers=L, num_attention_heads=2, num_key_value_heads=1,
+               **common, **kw)
 
 
-def _hand_built(m, x: torch.Tensor, layers) -> tuple[torch.Tensor, torch.Tensor]:
-    """Embedding, the given layers in order, final norm, head — written out per family, independently of the
-    adapter (the family's modules called one by one)."""
+CLASSES = {"gpt2": "GPT2LMHeadModel", "neox": "GPTNeoXForCausalLM", "llama": "LlamaForCausalLM",
+           "qwen2": "Qwen2ForCausalLM", "mistral": "MistralForCausalLM", "qwen3": "Qwen3ForCausalLM"}
+
+
+def _tiny(family: str, **kw):
+    torch.manual_seed(0)
+    return getattr(transformers, CLASSES[family])(_config(family, **kw)).eval()
+
+
+def _hand_built(m, x: torch.Tensor, layers) -> dict[str, torch.Tensor]:
+    """Embedding, the given layers in order (REUSE: re-add the last update), then the final norm and head — written
+    out per family, independently of the adapter. Returns the state after the layers, the head input and logits."""
     pos = torch.arange(x.shape[1])[None]
+    gpt2 = isinstance(m, transformers.GPT2LMHeadModel)
     with torch.no_grad():
-        if isinstance(m, transformers.GPT2LMHeadModel):
+        if gpt2:
             h = m.transformer.wte(x) + m.transformer.wpe(pos)
-            for layer in layers:
-                out = layer(h)
-                h = out[0] if isinstance(out, tuple) else out
-            return h, m.lm_head(m.transformer.ln_f(h))
-        base = m.gpt_neox if isinstance(m, transformers.GPTNeoXForCausalLM) else m.model
-        h = (base.embed_in if hasattr(base, "embed_in") else base.embed_tokens)(x)
-        pe = base.rotary_emb(h, position_ids=pos)
-        for layer in layers:  # no mask given: scaled-dot-product attention is causal for a full sequence
-            out = layer(h, attention_mask=None, position_ids=pos, position_embeddings=pe)
-            h = out[0] if isinstance(out, tuple) else out
-        norm = base.final_layer_norm if hasattr(base, "final_layer_norm") else base.norm
-        head = m.embed_out if hasattr(m, "embed_out") else m.lm_head
-        return h, head(norm(h))
+            call = lambda layer, h: layer(h)  # noqa: E731
+            norm, head = m.transformer.ln_f, m.lm_head
+        else:
+            base = m.gpt_neox if isinstance(m, transformers.GPTNeoXForCausalLM) else m.model
+            h = (base.embed_in if hasattr(base, "embed_in") else base.embed_tokens)(x)
+            pe = base.rotary_emb(h, position_ids=pos)
+            # no mask given: scaled-dot-product attention is causal for a full sequence
+            call = lambda layer, h: layer(h, attention_mask=None, position_ids=pos, position_embeddings=pe)  # noqa
+            norm = base.final_layer_norm if hasattr(base, "final_layer_norm") else base.norm
+            head = m.lm_head
+        prev = None
+        for layer in layers:
+            if layer == REUSE:
+                h, prev = h + (h - prev), h
+                continue
+            out = call(layer, h)
+            h, prev = (out[0] if isinstance(out, tuple) else out), h
+        return {"z": h, "h": norm(h), "logits": head(norm(h))}
 
 
-FAMILY_NAMES = ["gpt2", "neox", "llama", "qwen2", "mistral", "qwen3"]
+FAMILY_NAMES = list(CLASSES)
 
 
 @pytest.mark.parametrize("family", FAMILY_NAMES)
 def test_full_depth_is_the_model_and_truncations_are_the_layers_they_name(family):
     m = _tiny(family)
-    a = HFDepthModel(m)
+    a = HFDepthModel(m, token_offset=0)
+    assert isinstance(a, DepthModel) and isinstance(a, torch.nn.Module)
     x = torch.randint(0, V, (2, T), generator=torch.Generator().manual_seed(1))
-    assert a.layout == "S S S S" and type(m).__name__ in FAMILIES
+    assert a.layout == "S S S S" and a.dense
     with torch.no_grad():
         own = m(x).logits
     assert torch.equal(a.logits(x), own)
-    assert torch.allclose(a.logits(x, plan(a.layout, "prefix", L)), own, atol=1e-6, rtol=0)  # fp32 tolerance
-    assert torch.allclose(_hand_built(m, x, a.layers)[1], own, atol=1e-5, rtol=0)  # the reference is the model
+    assert torch.allclose(a.logits(x, plan(a.layout, "prefix", L)), own, atol=1e-6, rtol=0)
+    assert torch.allclose(_hand_built(m, x, a.layers)["logits"], own, atol=TOL, rtol=0)  # the reference is the model
     layers = a.layers
     for sched, k, used in (("prefix", 1, layers[:1]), ("prefix", 3, layers[:3]), ("suffix", 2, layers[2:]),
-                           ("repeat", 2, [layers[0], layers[1], layers[1], layers[1]])):
-        got = a.logits(x, plan(a.layout, sched, k))
-        assert torch.allclose(got, _hand_built(m, x, used)[1], atol=1e-5, rtol=0), (family, sched, k)
+                           ("frozen", 2, [layers[0], layers[1], REUSE, REUSE])):
+        p = plan(a.layout, sched, k)
+        ref = _hand_built(m, x, used)
+        with torch.no_grad():
+            z = a.core_state(x, p)
+            assert torch.allclose(z, ref["z"], atol=TOL, rtol=0), (family, sched, k)  # the state before the coda
+            assert torch.allclose(a.finish(z), ref["h"], atol=TOL, rtol=0), (family, sched, k)
+        got = a.logits(x, p)
+        assert torch.allclose(got, ref["logits"], atol=TOL, rtol=0), (family, sched, k)
         assert not torch.allclose(got, own, atol=1e-3), (family, sched, k)  # truncation changes the output
-    z, h = a.states(x, plan(a.layout, "prefix", 2))
-    ref_z, _ = _hand_built(m, x, layers[:2])
-    assert torch.allclose(z, ref_z, atol=1e-5, rtol=0) and torch.allclose(h, a.norm()(z), atol=1e-6, rtol=0)
     # the model is left as it was: the same layer modules, the same count
     from tiedlm_lib.hf import _get
 
@@ -85,25 +105,109 @@ def test_full_depth_is_the_model_and_truncations_are_the_layers_they_name(family
     assert torch.equal(a.logits(x), own)
 
 
-def test_a_looped_model_built_by_sharing_a_layer():
-    """Layers 1-3 one shared module: the layout names the loop, and repeat/prefix plans call it as many times."""
+def test_the_token_offset_keeps_id_zero_for_padding():
+    """Library id t is the model's t - 1; the pad column is never predicted, and a real token 0 of the model's
+    vocabulary (GPT-2's "!") is library id 1, so it is scored, not dropped as padding."""
+    m = _tiny("gpt2")
+    a = HFDepthModel(m)
+    x = torch.randint(0, V, (2, T), generator=torch.Generator().manual_seed(1))
+    x[0, 3] = 0
+    with torch.no_grad():
+        own = m(x).logits
+    got = a.logits(x + 1)
+    assert got.shape == (2, T, V + 1) and torch.equal(got[..., 1:], own) and (got[..., 0] == PAD_LOGIT).all()
+    assert torch.allclose(plan_logits(a, x + 1, plan(a.layout, "prefix", L))[..., 1:], own, atol=1e-6, rtol=0)
+    assert got.log_softmax(-1)[..., 0].max() < -1e8 and torch.isfinite(got.log_softmax(-1)).all()
+    with pytest.raises(ValueError, match=r"token id 51 is outside the vocabulary \[0, 51\)"):
+        a.logits(torch.full((1, 3), V + 1))
+
+
+def test_qwen_layers_keep_their_own_attention_kind_when_rearranged():
+    """Qwen2/3 pick each layer's mask by position from config.layer_types: with sliding-window layers, a suffix
+    must give each layer its own kind. The reference is a model built of only those layers (its own forward)."""
+    m = _tiny("qwen3", use_sliding_window=True, sliding_window=2, max_window_layers=2)
+    types = list(m.config.layer_types)
+    assert types == ["full_attention", "full_attention", "sliding_attention", "sliding_attention"]
+    a = HFDepthModel(m, token_offset=0)
+    x = torch.randint(0, V, (1, T), generator=torch.Generator().manual_seed(3))
+    for sched, idx in (("suffix", [2, 3]), ("prefix", [0, 1, 2])):
+        cfg = copy.deepcopy(m.config)
+        cfg.num_hidden_layers, cfg.layer_types = len(idx), [types[i] for i in idx]
+        ref = transformers.Qwen3ForCausalLM(cfg).eval()
+        ref.model.embed_tokens, ref.model.norm, ref.lm_head = m.model.embed_tokens, m.model.norm, m.lm_head
+        ref.model.rotary_emb, ref.model.layers = m.model.rotary_emb, torch.nn.ModuleList(m.model.layers[i] for i in idx)
+        with torch.no_grad():
+            want = ref(x, use_cache=False).logits
+        got = a.logits(x, plan(a.layout, sched, len(idx)))
+        assert torch.allclose(got, want, atol=TOL, rtol=0), sched
+    assert m.config.layer_types == types  # restored
+    # and the sliding layers did see a window: the same suffix read with full attention differs
+    full = copy.deepcopy(m)
+    full.config.layer_types = ["full_attention"] * L
+    with torch.no_grad():
+        assert not torch.allclose(HFDepthModel(full, token_offset=0).logits(x, plan(a.layout, "suffix", 2)), got,
+                                  atol=1e-4)
+
+
+def _looped():
+    """A Llama whose layers 1-3 are one shared module: layout S A*3 S."""
     m = _tiny("llama")
     layers = m.model.layers
     shared = layers[1]
     m.model.layers = torch.nn.ModuleList([layers[0], shared, shared, shared, layers[3]])
     m.config.num_hidden_layers = 5
-    a = HFDepthModel(m)
-    assert a.layout == "S A*3 S"
+    return m, layers[0], shared, layers[3]
+
+
+def test_a_looped_model_built_by_sharing_a_layer():
+    """The layout names the loop; prefix, repeat and frozen plans match hand-built loops, and the coda after the
+    loop is part of finish (the state a loop-placed probe reads is before it)."""
+    m, first, shared, last = _looped()
+    a = HFDepthModel(m, token_offset=0)
+    assert a.layout == "S A*3 S" and not a.dense
     x = torch.randint(0, V, (1, T), generator=torch.Generator().manual_seed(2))
     with torch.no_grad():  # without a KV cache: a shared layer keeps one layer_idx, so a cache would mix its calls
         own = m(x, use_cache=False).logits
         cached = m(x).logits
     assert torch.allclose(a.logits(x, plan(a.layout, "prefix", 3)), own, atol=1e-6, rtol=0)
     assert not torch.allclose(cached, own, atol=1e-4)  # why the adapter never asks for the cache
-    p = plan(a.layout, "prefix", 1)  # S0, one application of A, the closing S
-    assert p.calls == ["S0", "A", "S1"]
-    want = _hand_built(m, x, [layers[0], shared, layers[3]])[1]
-    assert torch.allclose(a.logits(x, p), want, atol=1e-5, rtol=0)
+    cases = {("prefix", 1): [first, shared], ("repeat", 1): [first, shared, shared, shared],
+             ("repeat", 2): [first, shared, shared, shared], ("frozen", 1): [first, shared, REUSE, REUSE],
+             ("frozen", 2): [first, shared, shared, REUSE], ("suffix", 2): [first, shared, shared]}
+    for (sched, k), used in cases.items():
+        p = plan(a.layout, sched, k)
+        assert p.coda == ("S1",)
+        ref = _hand_built(m, x, used)
+        with torch.no_grad():
+            z = a.core_state(x, p)
+            assert torch.allclose(z, ref["z"], atol=TOL, rtol=0), (sched, k)  # before the coda
+            want = _hand_built(m, x, [*used, last])
+            assert torch.allclose(a.finish(z), want["h"], atol=TOL, rtol=0), (sched, k)
+        assert torch.allclose(a.logits(x, p), want["logits"], atol=TOL, rtol=0), (sched, k)
+
+
+def test_the_library_probes_and_dcp_run_on_an_hf_model():
+    """lens and dcp use only the DepthModel interface: a loop-placed probe fits through finish (gradients through
+    the family's forward), and the decomposition's terms telescope."""
+    m, *_ = _looped()
+    a = HFDepthModel(m)
+    g = torch.Generator().manual_seed(4)
+
+    def batches(offset):
+        x = torch.randint(1, V + 1, (4, T), generator=g)
+        x[:, -2:] = 0  # right padding
+        return [EvalBatch(x, torch.roll(x, -1, 1) * (torch.roll(x, -1, 1) > 0), torch.arange(4) + offset)]
+
+    cal, ev = batches(0), batches(10)
+    conds = dcp.evaluate_schedules(a, lambda: cal, lambda: ev, ["prefix", "repeat"], [1, 2, 3],
+                                   probes=("head/diagonal", "loop/temperature"), iters=3, lams=(1e-2,))
+    assert {c.raw.n_real.sum() for c in conds.values()} == {int((ev[0].targets > 0).sum())}
+    d = dcp.decompose(conds, 1, 2, 3, probe="head/diagonal", n_boot=50)
+    parts = d["application count"].point + d["distinct depth"].point + d["block composition"].point
+    assert abs(parts - d["total"].point) < 1e-9
+    st = lens.collect_states(a, cal, plan(a.layout, "prefix", 1), "loop")
+    fit = lens.fit_probe(a, st, lens.ProbeSpec("loop", "diagonal"), lams=(1e-2,), iters=3)
+    assert value(lens.probe_nll(a, st, fit)) <= value(lens.probe_nll(a, st, placement="loop")) + 1e-6
 
 
 def test_unknown_families_and_unsupported_schedules_are_refused_by_name():
@@ -112,13 +216,17 @@ def test_unknown_families_and_unsupported_schedules_are_refused_by_name():
     class MyLM(torch.nn.Module):
         pass
 
-    with pytest.raises(ValueError, match=r"MyLM is not a supported family .*add a Family\(layers=\.\.\."):
+    with pytest.raises(ValueError, match=r"MyLM is not a supported family .*add a Family\(layers=\.\.\..*DepthModel"):
         HFDepthModel(MyLM())
     a = HFDepthModel(_tiny("gpt2"))
-    with pytest.raises(ValueError, match="schedule 'frozen' re-adds an update"):
-        a.logits(torch.zeros(1, 4, dtype=torch.long), plan("S A*3 S", "frozen", 1))
-    with pytest.raises(ValueError, match="does not have"):
-        a.logits(torch.zeros(1, 4, dtype=torch.long), plan("S A*3 S", "prefix", 1))
+    x = torch.ones(1, 4, dtype=torch.long)
+    with pytest.raises(ValueError, match="'repeat' is refused on a dense model: .*repeating a layer creates a diff"):
+        a.logits(x, plan(a.layout, "repeat", 2))
+    for wrong in (plan("S A*3 S", "prefix", 1), plan("S S S S S", "prefix", 1), plan("S S S", "prefix", 1)):
+        with pytest.raises(ValueError, match="was made for another layout than the model's 'S S S S'"):
+            a.logits(x, wrong)
+    with pytest.raises(ValueError, match="token_offset must be 1"):
+        HFDepthModel(_tiny("gpt2"), token_offset=2)
     m = _tiny("gpt2")
     h = m.transformer.h
     m.transformer.h = torch.nn.ModuleList([h[0], h[1], h[0], h[2]])  # one module in two separate places

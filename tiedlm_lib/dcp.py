@@ -76,7 +76,7 @@ def evaluate_schedules(model, cal_batches: Callable[[], Iterable[EvalBatch]] | N
     specs = [ProbeSpec.parse(p) for p in probes]
     placements = sorted({s.placement for s in specs} | {"head"})
     readouts = {pl: Readout(model, pl) for pl in placements}
-    full = plan(model.config.layout, "prefix", budget(model.config.layout))
+    full = plan(model.layout, "prefix", budget(model.layout))
     tuned = any(s.form == "tuned" for s in specs)
     out = {}
     todo = [(s, k) for s in schedules for k in ks]
@@ -84,7 +84,7 @@ def evaluate_schedules(model, cal_batches: Callable[[], Iterable[EvalBatch]] | N
     # context, kernel selection, the allocator's first blocks)
     collect_states(model, itertools.islice(eval_batches(), 1), full, "head")
     for s, k in tqdm(todo, desc="DCP conditions", disable=not progress, leave=False):
-        p = plan(model.config.layout, s, k)
+        p = plan(model.layout, s, k)
         devices.synchronize(model)
         t0 = time.perf_counter()
         ev = {"head": collect_states(model, eval_batches(), p, "head")}  # timed: the forward

@@ -1,21 +1,34 @@
-"""A Hugging Face causal LM as a depth-addressable model: the user's own checkpoint under paper B's schedules.
+"""A Hugging Face causal LM as a depth model (``schedules.DepthModel``): the user's own checkpoint under paper B's
+schedules, the readout probes and the DCP decomposition.
 
-The Depth Control Protocol asks a model for the logits of a *schedule* — its layers run in another order, fewer of
-them, or one of them again (``tiedlm_lib.schedules``). ``HFDepthModel`` gets them from the model's own forward: for
-one call it replaces the stack of decoder layers with the schedule's sequence of the *same* modules and sets the
-config's layer count to match, so the family's own code still builds the attention mask, the rotary or learned
-positions, the final norm and the head. Nothing of the model is re-implemented, which is why a family needs only
-four facts to be supported (``Family``: where its layers, their count, its final norm and its head are).
+The protocol asks a model for the state after a *schedule*'s core — its layers run in another order, fewer of them,
+one of them again, or an update re-added (``tiedlm_lib.schedules``) — and for the rest of the readout from a state.
+``HFDepthModel`` gets both from the model's own forward: for one call it replaces the stack of decoder layers with
+the sequence the schedule needs, made of the *same* layer modules, and sets the config's layer count (and, for
+Qwen2/3, the per-layer attention types) to match. So the family's own code still builds the attention mask, the
+rotary or learned positions and calls each layer; nothing of a layer is re-implemented. Three small modules join
+the sequence where needed: ``_Capture`` ends it and stops the forward with the state it receives (``core_state``:
+the prelude and core only, no head computed); ``_Inject`` starts it with a given state in place of the embeddings
+(``finish``: the coda and the final norm, whose output a hook returns); ``_Reuse`` re-adds the last update
+(``frozen``), from the inputs ``_Recorded`` keeps. A family therefore needs only three facts (``Family``: where its
+layers, their count and its final norm are; the head is ``get_output_embeddings()``); a family it does not know is
+refused with the class name and how to add one (``HOW_TO_ADD``).
 
 A looped model is a stack in which the same layer module appears several times in a row (weights shared by
-identity): ``layout`` names each run of one module a loop (``"S S A*8 S"``), every other layer a standard layer,
-exactly as ``TiedLM`` layouts do, so ``schedules.plan(model.layout, schedule, k)`` applies unchanged. Schedules that
-re-add an update (``frozen``) need the state between two layers and are refused here by name. Every forward runs
+identity): ``layout`` names each run of one module a loop (``"S S A*8 S"``), every other layer a standard layer, as
+``TiedLM`` layouts do, so ``schedules.plan(model.layout, schedule, k)`` applies unchanged. A dense model's layout is
+all standard layers (``"S S S S"``: all core), and ``repeat`` is refused on it, for paper B's reason: the linchpin
+control is realisable only with weight sharing; repeating a dense layer makes another model. Every forward runs
 without a KV cache: a shared layer keeps one ``layer_idx``, so a cache would let its later calls attend to the keys
 of its earlier ones (a looped model's own cached forward is wrong for that reason; a test shows it).
 
-``transformers`` is an optional dependency (``pip install tiedlm[hf]``); this module imports it only to check a
-model's class.
+Token ids: the library marks padding by id 0 (``data.PAD_ID``) and never scores it, while a Hugging Face
+vocabulary uses id 0 for a real token. ``token_offset=1`` (the default) shifts the vocabulary: library id t is the
+model's id t − 1, and the logits gain a column 0 at −1e9 (pad: never predicted, never a target). Sequences are
+right-padded (the library's batches are), so the causal mask keeps pad positions out of every real position's
+context. ``token_offset=0`` is for a model trained on the library's own ids (section 13's dense control).
+
+``transformers`` is an optional dependency (``pip install tiedlm[hf]``); this module needs it only for a model.
 """
 
 from __future__ import annotations
@@ -27,7 +40,10 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from .schedules import REUSE, Plan
+from .model import eval_mode
+from .schedules import REUSE, Plan, check_plan, split_layout
+
+PAD_LOGIT = -1e9  # the pad column's logit under token_offset=1: probability 0 (exp underflows), log finite
 
 
 @dataclass(frozen=True)
@@ -37,18 +53,20 @@ class Family:
     layers: str  # the nn.ModuleList of decoder layers, iterated by the family's forward
     count: str  # the config attribute the forward may slice the layers by
     norm: str  # the final norm, applied to the last layer's output
-    head: str  # the output projection to the vocabulary
+    # the head is the model's get_output_embeddings() (the transformers API, stable across versions: GPT-NeoX's was
+    # embed_out and is lm_head in transformers 5)
 
 
 FAMILIES: dict[str, Family] = {
-    "GPT2LMHeadModel": Family("transformer.h", "n_layer", "transformer.ln_f", "lm_head"),
-    "GPTNeoXForCausalLM": Family("gpt_neox.layers", "num_hidden_layers", "gpt_neox.final_layer_norm", "embed_out"),
-    **{name: Family("model.layers", "num_hidden_layers", "model.norm", "lm_head")
+    "GPT2LMHeadModel": Family("transformer.h", "n_layer", "transformer.ln_f"),
+    "GPTNeoXForCausalLM": Family("gpt_neox.layers", "num_hidden_layers", "gpt_neox.final_layer_norm"),
+    **{name: Family("model.layers", "num_hidden_layers", "model.norm")
        for name in ("LlamaForCausalLM", "MistralForCausalLM", "Qwen2ForCausalLM", "Qwen3ForCausalLM")},
 }
-HOW_TO_ADD = ("add a Family(layers=..., count=..., norm=..., head=...) to tiedlm_lib.hf.FAMILIES under the model's "
-              "class name: the dotted paths of its nn.ModuleList of decoder layers, the config attribute its forward "
-              "slices them by, its final norm and its output head (see the entries for GPT-2, GPT-NeoX and Llama)")
+HOW_TO_ADD = ("add a Family(layers=..., count=..., norm=...) to tiedlm_lib.hf.FAMILIES under the model's class "
+              "name: the dotted paths of its nn.ModuleList of decoder layers, the config attribute its forward slices "
+              "them by, and its final norm (see the entries for GPT-2, GPT-NeoX and Llama); "
+              "or implement tiedlm_lib.schedules.DepthModel (layout, core_state, finish, head) for it directly")
 
 
 def _get(obj, path: str):
@@ -87,70 +105,175 @@ def _layout(layers: Sequence[nn.Module]) -> tuple[str, list[str]]:
     return " ".join(tokens), names
 
 
-class HFDepthModel:
-    """A Hugging Face causal LM of a known family, addressed by block application (see the module docstring)."""
+class _Stopped(Exception):
+    """Raised inside the model's forward to return a state from the middle of it."""
 
-    def __init__(self, model: nn.Module):
+    def __init__(self, value: torch.Tensor):
+        super().__init__("a state caught inside the forward")
+        self.value = value
+
+
+class _Capture(nn.Module):
+    """The last module of a swapped stack: stops the forward with the state it receives."""
+
+    def forward(self, hidden_states, *args, **kwargs):
+        raise _Stopped(hidden_states)
+
+
+class _Inject(nn.Module):
+    """The first module of a swapped stack: the given state in place of the embeddings."""
+
+    def __init__(self, z: torch.Tensor):
+        super().__init__()
+        self.z = z
+
+    def forward(self, hidden_states, *args, **kwargs):
+        if hidden_states.shape != self.z.shape:
+            raise RuntimeError(f"the injected state has shape {tuple(self.z.shape)}, the forward's "
+                               f"{tuple(hidden_states.shape)}")
+        return self.z
+
+
+class _Recorded(nn.Module):
+    """A layer call that keeps its input, the state before the update it writes (for ``_Reuse``)."""
+
+    def __init__(self, layer: nn.Module, memory: dict):
+        super().__init__()
+        self.layer, self.memory = layer, memory
+
+    def forward(self, hidden_states, *args, **kwargs):
+        self.memory["prev"] = hidden_states
+        return self.layer(hidden_states, *args, **kwargs)
+
+
+class _Reuse(nn.Module):
+    """``frozen``: z_{i+1} = z_i + (z_i − z_{i−1}), the last update re-added without calling a layer."""
+
+    def __init__(self, memory: dict):
+        super().__init__()
+        self.memory = memory
+
+    def forward(self, hidden_states, *args, **kwargs):
+        prev, self.memory["prev"] = self.memory["prev"], hidden_states
+        return hidden_states + (hidden_states - prev)
+
+
+class HFDepthModel(nn.Module):
+    """A Hugging Face causal LM of a known family as a ``schedules.DepthModel`` (see the module docstring)."""
+
+    def __init__(self, model: nn.Module, token_offset: int = 1):
+        super().__init__()
         name = type(model).__name__
         if name not in FAMILIES:
             raise ValueError(f"{name} is not a supported family (supported: {', '.join(sorted(FAMILIES))}); to add it, "
                              f"{HOW_TO_ADD}")
-        self.model, self.family = model, FAMILIES[name]
+        if token_offset not in (0, 1):
+            raise ValueError(f"token_offset must be 1 (a Hugging Face vocabulary: library id t is the model's id t-1, "
+                             f"0 is pad) or 0 (a model trained on the library's ids), got {token_offset!r}")
+        self.hf, self.family, self.token_offset = model, FAMILIES[name], token_offset
         self.layers = list(_get(model, self.family.layers))
         self.layout, self.names = _layout(self.layers)
-        self.blocks = {n: m for n, m in zip(self.names, self.layers)}
+        self.blocks = dict(zip(self.names, self.layers))
+        types = getattr(model.config, "layer_types", None)  # Qwen2/3: each layer's attention kind, by position
+        self._types = None if types is None else {id(m): t for m, t in zip(self.layers, types)}
+        self.dense = "*" not in self.layout
+        self.vocab_size = model.config.vocab_size + token_offset
+        self.train(model.training)  # the wrapper's mode is the model's (nn.Module starts in training mode)
 
     @property
     def config(self):
-        return self.model.config
+        return self.hf.config
 
     def norm(self) -> nn.Module:
-        return _get(self.model, self.family.norm)
+        return _get(self.hf, self.family.norm)
 
+    # ------------------------------------------------------------------ the stack, swapped for one call
     @contextlib.contextmanager
     def _stack(self, order: Sequence[nn.Module]) -> Iterator[None]:
         """The model's forward runs ``order`` in place of its layers for the duration (restored on exit)."""
-        fam, cfg = self.family, self.model.config
-        old_layers, old_count = _get(self.model, fam.layers), getattr(cfg, fam.count)
-        _set(self.model, fam.layers, nn.ModuleList(order))  # the same modules: no copy of any weight
+        fam, cfg = self.family, self.hf.config
+        old_layers, old_count = _get(self.hf, fam.layers), getattr(cfg, fam.count)
+        old_types = getattr(cfg, "layer_types", None)
+        _set(self.hf, fam.layers, nn.ModuleList(order))  # the same modules: no copy of any weight
         setattr(cfg, fam.count, len(order))
+        if self._types is not None:
+            cfg.layer_types = [self._types.get(id(getattr(m, "layer", m)), "full_attention") for m in order]
         try:
             yield
         finally:
-            _set(self.model, fam.layers, old_layers)
+            _set(self.hf, fam.layers, old_layers)
             setattr(cfg, fam.count, old_count)
+            if self._types is not None:
+                cfg.layer_types = old_types
 
-    def order(self, plan: Plan) -> list[nn.Module]:
-        """The layer modules a plan calls, in order."""
-        if REUSE in plan.core:
-            raise ValueError(f"schedule {plan.schedule!r} re-adds an update between two layers, which needs the state "
-                             "between them; Hugging Face models support the schedules that only call layers (prefix, "
-                             "suffix, repeat)")
-        unknown = [n for n in plan.calls if n not in self.blocks]
-        if unknown:
-            raise ValueError(f"plan names blocks {unknown} that layout {self.layout!r} does not have")
-        return [self.blocks[n] for n in plan.calls]
+    def order(self, p: Plan) -> list[nn.Module]:
+        """The modules the plan's prelude and core run, in order (layers, with ``_Recorded`` / ``_Reuse`` for a
+        re-added update)."""
+        check_plan(self.layout, p)
+        if self.dense and p.schedule == "repeat":
+            raise ValueError("schedule 'repeat' is refused on a dense model: paper B's linchpin control is realisable "
+                             "only with depth-wise weight sharing; in a dense network, repeating a layer creates a "
+                             "different model (use prefix and suffix, the negative control's schedules)")
+        out: list[nn.Module] = [self.blocks[n] for n in p.prelude]
+        if REUSE not in p.core:
+            return out + [self.blocks[n] for n in p.core]
+        memory: dict = {}
+        return out + [_Reuse(memory) if n == REUSE else _Recorded(self.blocks[n], memory) for n in p.core]
 
-    @torch.no_grad()
-    def logits(self, tokens: torch.Tensor, plan: Plan | None = None) -> torch.Tensor:
-        """(B, T, V) logits of the schedule ``plan`` (None: the model as trained), from the model's own forward."""
-        if plan is None:
-            return self.model(tokens, use_cache=False).logits
-        with self._stack(self.order(plan)):
-            return self.model(tokens, use_cache=False).logits
+    def _ids(self, tokens: torch.Tensor) -> torch.Tensor:
+        if tokens.dim() != 2:
+            raise ValueError(f"tokens must have shape (batch, seq_len), got {tuple(tokens.shape)}")
+        bad = (tokens < 0) | (tokens >= self.vocab_size)
+        if bad.any():
+            raise ValueError(f"token id {int(tokens[bad][0])} is outside the vocabulary [0, {self.vocab_size}) "
+                             f"(the model's {self.hf.config.vocab_size} ids shifted by token_offset "
+                             f"{self.token_offset})")
+        return (tokens - self.token_offset).clamp_min(0)  # pad (0) becomes a real id at positions nothing scores
 
-    @torch.no_grad()
-    def states(self, tokens: torch.Tensor, plan: Plan | None = None) -> tuple[torch.Tensor, torch.Tensor]:
-        """The last layer's output (what a probe at the loop's output reads) and the final norm's output (the head's
-        input) under ``plan``, caught at the final norm in the model's own forward."""
-        seen: dict[str, torch.Tensor] = {}
+    # ------------------------------------------------------------------ the DepthModel interface
+    def core_state(self, tokens: torch.Tensor, p: Plan) -> torch.Tensor:
+        """(B, T) -> (B, T, d): the state after plan ``p``'s prelude and core, from the model's own forward."""
+        with self._stack([*self.order(p), _Capture()]):
+            try:
+                self.hf(self._ids(tokens), use_cache=False)
+            except _Stopped as s:
+                return s.value
+        raise RuntimeError(f"{type(self.hf).__name__}'s forward did not call its layers: the family entry "
+                           f"{self.family} does not match the model")
+
+    def finish(self, z: torch.Tensor) -> torch.Tensor:
+        """(B, T, d) -> (B, T, d): the coda and the final norm on a core state (the head's input)."""
+        _, _, coda = split_layout(self.layout)
 
         def hook(module, args, out):
-            seen["z"], seen["x"] = args[0], out
+            raise _Stopped(out)
 
         handle = self.norm().register_forward_hook(hook)
+        dummy = torch.zeros(z.shape[:2], dtype=torch.long, device=z.device)  # replaced by z at once
         try:
-            self.logits(tokens, plan)
+            with self._stack([_Inject(z), *(self.blocks[s.name] for s in coda)]):
+                self.hf(dummy, use_cache=False)
+        except _Stopped as s:
+            return s.value
         finally:
             handle.remove()
-        return seen["z"], seen["x"]
+        raise RuntimeError(f"{type(self.hf).__name__}'s forward did not reach its final norm {self.family.norm}")
+
+    def head(self, h: torch.Tensor) -> torch.Tensor:
+        """(B, T, d) -> (B, T, V + token_offset) logits."""
+        return self._shifted(self.hf.get_output_embeddings()(h))
+
+    def _shifted(self, logits: torch.Tensor) -> torch.Tensor:
+        """The model's logits in the library's ids: under token_offset=1, a pad column first."""
+        if not self.token_offset:
+            return logits
+        return torch.cat([logits.new_full((*logits.shape[:-1], 1), PAD_LOGIT), logits], -1)
+
+    @torch.no_grad()
+    def logits(self, tokens: torch.Tensor, p: Plan | None = None) -> torch.Tensor:
+        """(B, T, V + token_offset) logits of the schedule ``p`` (None: the model's own forward as trained), in eval
+        mode."""
+        with eval_mode(self):
+            if p is None:
+                return self._shifted(self.hf(self._ids(tokens), use_cache=False).logits)
+            return self.head(self.finish(self.core_state(tokens, p)))

@@ -40,7 +40,7 @@ from . import devices
 from .data import PAD_ID, EvalBatch
 from .evaluation import NLLStats
 from .model import eval_mode
-from .schedules import Plan, budget, plan, run_core
+from .schedules import Plan, budget, plan
 from .stats import Estimate, bootstrap_indices, percentile, replicates, value
 
 PLACEMENTS = ("head", "loop")
@@ -124,7 +124,7 @@ class Readout(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if self.placement == "loop":
-            return self.model.readout(self.model.coda(x))
+            return self.model.head(self.model.finish(x))
         return self.model.head(x)
 
 
@@ -137,10 +137,10 @@ def collect_states(model, batches: Iterable[EvalBatch], p: Plan, placement: str,
     xs, ys, docs, ts = [], [], [], []
     with eval_mode(model):
         for b in devices.on_model(batches, model):  # the states stay on the model's device, where probes fit
-            z = run_core(model, b.inputs, p)
-            xs.append(z if placement == "loop" else model.head_input(model.coda(z)))
+            z = model.core_state(b.inputs, p)
+            xs.append(z if placement == "loop" else model.finish(z))
             if full is not None:
-                ts.append(model.head_input(model.coda(run_core(model, b.inputs, full))))
+                ts.append(model.finish(model.core_state(b.inputs, full)))
             ys.append(b.targets)
             docs.append(b.doc_index.numpy())
     if not xs:
@@ -524,7 +524,7 @@ def share_by_probe(model, cal_batches, eval_batches, k_min: int, k_max: int | No
     ``cal_batches`` / ``eval_batches`` are factories of batches over disjoint documents. The uncentred interval is
     beside the centred one (``share lo uncentred`` / ``share hi uncentred``); ``replicates``, when given, receives
     each probe's share replicates by name, for ``paired_share_difference``."""
-    layout = model.config.layout
+    layout = model.layout
     k_max = k_max or budget(layout)
     plans = (plan(layout, schedule, k_min), plan(layout, schedule, k_max))
     full = plan(layout, "prefix", budget(layout))

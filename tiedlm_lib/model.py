@@ -320,6 +320,21 @@ class TiedLM(nn.Module):
     def readout(self, z: torch.Tensor) -> torch.Tensor:
         return self.head(self.head_input(z))  # (B, T, V)
 
+    # ------------------------------------------------------------ the depth-model interface (schedules.DepthModel)
+    @property
+    def layout(self) -> str:
+        return self.config.layout
+
+    def core_state(self, tokens: torch.Tensor, p) -> torch.Tensor:
+        """The state after schedule plan ``p``'s prelude and core (B, T, d), before the coda."""
+        from .schedules import run_core  # schedules imports nothing of the model: no cycle at import time
+
+        return run_core(self, tokens, p)
+
+    def finish(self, z: torch.Tensor) -> torch.Tensor:
+        """The coda and the final norm: a core state's head input (B, T, d)."""
+        return self.head_input(self.coda(z))
+
     # ------------------------------------------------------------------ forward
     def iter_core(self, tokens: torch.Tensor, depths: Sequence[int], backprop: str = "full"
                   ) -> Iterator[tuple[int, torch.Tensor]]:

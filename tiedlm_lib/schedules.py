@@ -23,6 +23,7 @@ exact call order.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Protocol, runtime_checkable
 
 import torch
 
@@ -95,14 +96,42 @@ def budget(layout: str) -> int:
     return len(split_layout(layout)[1])
 
 
-def run_core(model, tokens: torch.Tensor, p: Plan) -> torch.Tensor:
-    """The state after plan ``p``'s core (B, T, d), before the coda: what a probe placed at the loop's output reads.
-    The model's own prelude runs first."""
-    if p.prelude != tuple(s.name for s in model.prelude_segments) or p.coda != tuple(
-            s.name for s in model.coda_segments) or p.budget != budget(model.config.layout) or not set(
-            p.core) <= {*model.blocks, REUSE}:
+@runtime_checkable
+class DepthModel(Protocol):
+    """What the schedules, the readout probes (``lens``) and the Depth Control Protocol (``dcp``) ask of a model: an
+    ``nn.Module`` (for its device, eval mode and a frozen copy) with four members. ``TiedLM`` implements them, and
+    ``tiedlm_lib.hf.HFDepthModel`` for a Hugging Face causal LM, dense or looped.
+
+    * ``layout``  the stack as a layout string (``tiedlm_lib.layout``): which applications a plan may rearrange;
+    * ``core_state(tokens, plan)``  (B, T) token ids -> (B, T, d): the state after the plan's prelude and core, before
+      the coda (what a probe at the loop's output reads);
+    * ``finish(z)``  (B, T, d) -> (B, T, d): the coda and the final norm, i.e. the head's input;
+    * ``head(h)``  (B, T, d) -> (B, T, V) logits.
+
+    So a plan's logits are ``head(finish(core_state(tokens, plan)))`` (``plan_logits``)."""
+
+    layout: str
+
+    def core_state(self, tokens: torch.Tensor, p: Plan) -> torch.Tensor: ...
+
+    def finish(self, z: torch.Tensor) -> torch.Tensor: ...
+
+    def head(self, h: torch.Tensor) -> torch.Tensor: ...
+
+
+def check_plan(layout: str, p: Plan) -> None:
+    """Refuse a plan made for another layout than ``layout`` (other prelude, coda, budget or block names)."""
+    pre, core, coda = split_layout(layout)
+    if (p.prelude != tuple(s.name for s in pre) or p.coda != tuple(s.name for s in coda) or p.budget != len(core)
+            or not set(p.core) <= {*core, REUSE}):
         raise ValueError(f"plan {p.schedule}({p.applications}) was made for another layout than the model's "
-                         f"{model.config.layout!r}")
+                         f"{layout!r}")
+
+
+def run_core(model, tokens: torch.Tensor, p: Plan) -> torch.Tensor:
+    """``TiedLM.core_state``: the state after plan ``p``'s core (B, T, d), before the coda, the model's own prelude
+    first."""
+    check_plan(model.config.layout, p)
     z = model.prelude(model.embed(tokens))
     prev = z
     for name in p.core:
@@ -113,11 +142,11 @@ def run_core(model, tokens: torch.Tensor, p: Plan) -> torch.Tensor:
     return z
 
 
-def run_plan(model, tokens: torch.Tensor, p: Plan) -> torch.Tensor:
-    """The readout input (B, T, d) after running plan ``p``: the model's own coda after the plan's core;
-    ``plan_logits`` applies the head."""
-    return model.head_input(model.coda(run_core(model, tokens, p)))
+def run_plan(model: DepthModel, tokens: torch.Tensor, p: Plan) -> torch.Tensor:
+    """The head's input (B, T, d) after running plan ``p``: the model's own coda and final norm after the plan's
+    core; ``plan_logits`` applies the head."""
+    return model.finish(model.core_state(tokens, p))
 
 
-def plan_logits(model, tokens: torch.Tensor, p: Plan) -> torch.Tensor:
+def plan_logits(model: DepthModel, tokens: torch.Tensor, p: Plan) -> torch.Tensor:
     return model.head(run_plan(model, tokens, p))

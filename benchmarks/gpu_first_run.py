@@ -12,15 +12,15 @@ Three steps, each timed, each written to the report as soon as it is done (a lat
    (full / phantom, the 7.27M memory test; PROTOCOL §4.8, §6.3).
 2. **The paper-scale trainer on the device**: ``get_run`` trains v3 at the ``first-run`` scale (the paper's exact
    model, batch, schedule and tokenizer size on the rehearsal's generated fixture, 300 steps: ``registry.SCALES``)
-   into ``<out>/runs``, with its seconds per step and final loss.
+   into the ``runs`` folder under ``--out``, with its seconds per step and final loss.
 3. **A section executed on the device**: notebook 03 (depth scaling) by papermill at the ``first-run`` scale with
    ``device`` set and a reduced bootstrap, training its other three runs there; it writes its tables and figures
-   under ``<out>``. Its numbers are no evidence of anything (a fixture corpus, 300 steps): the step proves that a
+   under ``--out``. Its numbers are no evidence of anything (a fixture corpus, 300 steps): the step proves that a
    section's whole path — training, the depth sweep, the bootstrap, the figures — runs on the GPU.
 
-The report is ``<out>/report.csv`` (one row a measurement) and ``<out>/report.md`` (the same, readable, with the
-paper's anchors). ``--smoke`` uses the smoke scale's models and section 03 at smoke, on the CPU unless ``--device``
-says otherwise.
+The report is ``report.csv`` (one row a measurement) and ``report.md`` (the same, readable, with the paper's
+anchors) in the ``--out`` folder. ``--smoke`` uses the smoke scale's models and section 03 at smoke, on the CPU
+unless ``--device`` says otherwise.
 """
 
 from __future__ import annotations

@@ -30,8 +30,8 @@ def _config(family: str, **kw):
                                           num_attention_heads=2, **common, **kw)
     cfg = {"llama": transformers.LlamaConfig, "qwen2": transformers.Qwen2Config, "mistral": transformers.MistralConfig,
            "qwen3": transformers.Qwen3Config}[family]
-    return cfg(hidden_size=16, intermediate_size=32, num_hidden_layers=L, num_attention_heads=2, num_key_value_heads=1,
-               **common, **kw)
+    return cfg(**{**dict(hidden_size=16, intermediate_size=32, num_hidden_layers=L, num_attention_heads=2,
+                          num_key_value_heads=1), **common, **kw})
 
 
 CLASSES = {"gpt2": "GPT2LMHeadModel", "neox": "GPTNeoXForCausalLM", "llama": "LlamaForCausalLM",
@@ -210,6 +210,18 @@ def test_the_library_probes_and_dcp_run_on_an_hf_model():
     assert value(lens.probe_nll(a, st, fit)) <= value(lens.probe_nll(a, st, placement="loop")) + 1e-6
 
 
+def test_the_default_grids_are_paper_bs():
+    from tiedlm_lib import protocol
+
+    dense = HFDepthModel(_tiny("llama"))
+    assert protocol.default_ks(dense) == [1, 2, 3, 4] and protocol.default_schedules(dense) == ["prefix", "suffix"]
+    m, *_ = _looped()
+    looped = HFDepthModel(m)
+    assert protocol.default_ks(looped) == [1, 2, 3] and "repeat" in protocol.default_schedules(looped)
+    # 28 layers: round(f * 28) for f in 0.25 .. 1, paper B's negative control (26/28 among them)
+    assert protocol.default_ks(HFDepthModel(_tiny("llama", num_hidden_layers=28))) == [7, 14, 21, 24, 26, 28]
+
+
 def test_unknown_families_and_unsupported_schedules_are_refused_by_name():
     assert {type(_tiny(f)).__name__ for f in FAMILY_NAMES} == set(FAMILIES)  # every listed family is tested
 
@@ -232,3 +244,56 @@ def test_unknown_families_and_unsupported_schedules_are_refused_by_name():
     m.transformer.h = torch.nn.ModuleList([h[0], h[1], h[0], h[2]])  # one module in two separate places
     with pytest.raises(ValueError, match="two separate places"):
         HFDepthModel(m)
+
+
+def _save_checkpoint(folder, seed: int, texts):
+    """A tiny Llama and a byte-level BPE tokenizer of its vocabulary, saved by save_pretrained (what a user has)."""
+    from tiedlm_lib.data import train_tokenizer
+
+    tok = transformers.PreTrainedTokenizerFast(tokenizer_object=train_tokenizer(texts, 300))
+    torch.manual_seed(seed)
+    cfg = transformers.LlamaConfig(vocab_size=300, hidden_size=16, intermediate_size=32, num_hidden_layers=6,
+                                   num_attention_heads=2, num_key_value_heads=1, max_position_embeddings=64)
+    transformers.LlamaForCausalLM(cfg).save_pretrained(folder)
+    tok.save_pretrained(folder)
+
+
+def test_the_dcp_command_runs_end_to_end_on_saved_checkpoints(tmp_path, capsys):
+    """python -m tiedlm_lib dcp on two local save_pretrained folders (two seeds of one model): the dense grid's
+    conditions, the shares with intervals, the shares pooled over checkpoints, the figure; bad input is refused."""
+    import json
+
+    import pandas as pd
+
+    from tiedlm_lib.__main__ import main
+    from tiedlm_lib.data import kjv_documents
+
+    texts = kjv_documents()[:40]
+    data = tmp_path / "docs.jsonl"
+    data.write_text("".join(json.dumps({"text": t}) + "\n" for t in texts))
+    folders = [tmp_path / f"ckpt{s}" for s in (0, 1)]
+    for s, f in enumerate(folders):
+        _save_checkpoint(f, s, texts)
+    out = tmp_path / "out"
+    args = ["dcp", "--model", ",".join(map(str, folders)), "--data", str(data), "--n-cal", "12", "--n-boot", "50",
+            "--seq-len", "32", "--ks", "3", "--out", str(out), "--device", "cpu"]
+    assert main(args) == 0
+    cond = pd.read_csv(out / "conditions.csv")
+    assert set(cond.schedule) == {"prefix", "suffix"} and sorted(set(cond.k)) == [3, 6]  # N = 6 always joins
+    assert len(cond) == 2 * 2 * 2 and (cond["raw NLL"] > 0).all() and cond["head/diagonal NLL"].notna().all()
+    assert cond.groupby("checkpoint").tokens.nunique().eq(1).all()  # every condition on the same tokens
+    full = cond[(cond.schedule == "prefix") & (cond.k == 6)]
+    shares = pd.read_csv(out / "shares.csv")  # an untrained model: gaps near 0, so the shares are wild but defined
+    assert len(shares) == 2 * 2 and (shares["share lo"] <= shares["share hi"]).all()
+    pooled = pd.read_csv(out / "pooled_shares.csv")
+    assert len(pooled) == 2 and (pooled.checkpoints == 2).all() and (pooled.lo <= pooled.hi).all()
+    assert (out / "nll_by_k.svg").read_text().startswith("<svg") and (out / "conditions.md").is_file()
+    assert json.loads((out / "run.json").read_text())["n_cal"] == 12
+    assert len(full) == 2 and "written" in capsys.readouterr().out
+    # bad input: named, nothing loaded
+    assert main([*args[:2], str(tmp_path / "nowhere"), *args[3:]]) == 2
+    assert "is not a folder" in capsys.readouterr().err
+    assert main([*args, "--probes", "head/sideways"]) == 2
+    assert "probe form must be one of" in capsys.readouterr().err
+    assert main([*args[:4], str(tmp_path / "missing.jsonl"), *args[5:]]) == 2
+    assert "does not exist: expected a JSONL file" in capsys.readouterr().err

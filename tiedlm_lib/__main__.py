@@ -6,6 +6,7 @@
     python -m tiedlm_lib eval v3 --scale cpu [--depths 1,2,4,8,16,32] [--taus 0,0.2,0.4,0.6,0.8,0.95]
     python -m tiedlm_lib train-all --scale cpu [--seeds 0,1,2] [--only v3,v4] [--reverse] [--status]
     torchrun --nproc_per_node=N -m tiedlm_lib train-all --scale paper      # every rank trains each run together
+    python -m tiedlm_lib dcp --model DIR[,DIR...] --data FILE.jsonl [--probes head/diagonal,loop/tuned] [--out DIR]
 """
 
 from __future__ import annotations
@@ -241,6 +242,78 @@ def cmd_eval(args) -> None:
     print(f"written {r.dir / 'eval.json'}")
 
 
+def cmd_dcp(args) -> None:
+    """The Depth Control Protocol on local Hugging Face checkpoints (``tiedlm_lib.protocol``)."""
+    import torch
+    from tqdm.auto import tqdm
+
+    from . import protocol
+
+    folders = [f.strip() for f in args.model.split(",") if f.strip()]
+    if not folders:
+        raise ValueError("--model is empty: give a save_pretrained folder, or several separated by commas")
+    probes = [q.strip() for q in args.probes.split(",") if q.strip()]
+    from .lens import ProbeSpec
+
+    for q in probes:
+        ProbeSpec.parse(q)  # a bad name fails before any model loads
+    texts = protocol.read_documents(args.data, args.text_field, args.max_docs)
+    if args.n_cal >= len(texts):
+        raise ValueError(f"--n-cal {args.n_cal} leaves no evaluation documents: {args.data} has {len(texts)}")
+    device = args.device or os.environ.get("TIEDLM_DEVICE") or ("cuda" if torch.cuda.is_available() else "cpu")
+    ks = _ints(args.ks, "--ks") if args.ks else None
+    schedules = [s.strip() for s in args.schedules.split(",") if s.strip()] or None
+    results, tables = [], {}
+    for folder in tqdm(folders, desc="checkpoints", disable=len(folders) == 1):
+        model, tok = protocol.load_hf(folder, args.allow_network, device)
+        docs = protocol.tokenize(tok, texts, args.seq_len)
+        print(f"{folder}: {type(model.hf).__name__}, layout {model.layout!r}, {len(docs)} documents "
+              f"({args.n_cal} calibration)", flush=True)
+        res = protocol.run(model, docs, n_cal=args.n_cal, n_eval=args.n_eval, ks=ks, schedules=schedules,
+                           probes=probes, seq_len=args.seq_len, batch_size=args.batch_size, n_boot=args.n_boot,
+                           seed=args.seed, progress=True)
+        results.append(res)
+        for name in ("conditions", "shares", "decomposition"):
+            tables.setdefault(name, []).extend({"checkpoint": folder, **r} for r in getattr(res, name))
+    if len(results) > 1:
+        tables["pooled_shares"] = protocol.pooled_shares(results)
+    chart = protocol.figure([r for r in tables["conditions"] if r["checkpoint"] == folders[0]], probes)
+    meta = {"models": folders, "data": str(args.data), "documents": len(texts), "n_cal": args.n_cal,
+            "n_eval": args.n_eval, "seq_len": args.seq_len, "probes": probes, "n_boot": args.n_boot,
+            "seed": args.seed, "device": device}
+    paths = protocol.write(args.out, tables, chart, meta)
+    shares = tables["pooled_shares"] if len(results) > 1 else tables["shares"]
+    print(_table(shares, [c for c in ("checkpoint", "probe", "k", "N", "raw gap", "share", "share lo", "share hi",
+                                      "checkpoints", "pooled share", "lo", "hi") if c in shares[0]]))
+    print(f"written {len(paths)} files under {args.out}")
+
+
+def _add_dcp_parser(sub) -> None:
+    sp = sub.add_parser("dcp", help="the Depth Control Protocol on your own Hugging Face checkpoint(s)")
+    sp.add_argument("--model", required=True, help="a save_pretrained folder, or several separated by commas "
+                    "(checkpoints or seeds of one model: their shares are pooled, the checkpoint the unit)")
+    sp.add_argument("--data", required=True, help="a JSONL file, one object per line with a text field")
+    sp.add_argument("--text-field", default="text", help="the field holding each document's text (default text)")
+    sp.add_argument("--probes", default="head/temperature,head/diagonal",
+                    help="readout probes 'placement/form' (placements head, loop; forms temperature, diagonal, "
+                    "full, tuned)")
+    sp.add_argument("--schedules", default="", help="default: prefix,suffix for a dense model; "
+                    "prefix,repeat,suffix,frozen for a looped one")
+    sp.add_argument("--ks", default="", help="core applications k (default: round(f*L) for f in 0.25 .. 1 for a "
+                    "dense model, powers of two to N for a looped one)")
+    sp.add_argument("--n-cal", type=int, default=100, help="calibration documents (default 100)")
+    sp.add_argument("--n-eval", type=int, default=None, help="evaluation documents (default: all the others)")
+    sp.add_argument("--max-docs", type=int, default=None, help="read at most this many documents")
+    sp.add_argument("--seq-len", type=int, default=256, help="tokens per document (truncated; default 256)")
+    sp.add_argument("--batch-size", type=int, default=8)
+    sp.add_argument("--n-boot", type=int, default=2000, help="bootstrap replicates (default 2000)")
+    sp.add_argument("--seed", type=int, default=0, help="the calibration/evaluation split and the bootstrap")
+    sp.add_argument("--out", default="dcp-out", help="folder for the tables, figure and run.json (default dcp-out)")
+    sp.add_argument("--device", default=None, help="cpu or cuda (default: TIEDLM_DEVICE, else cuda when available)")
+    sp.add_argument("--allow-network", action="store_true", help="let --model name a hub id (downloads it)")
+    sp.set_defaults(fn=cmd_dcp)
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m tiedlm_lib", description="tied-depth LMs: train and evaluate the "
                                 "paper's experiments at a scale (smoke, cpu, paper)")
@@ -281,11 +354,12 @@ def main(argv: list[str] | None = None) -> int:
                         help="cpu or cuda (default: TIEDLM_DEVICE, else cuda when available, else cpu; under "
                         "torchrun: one GPU per process)")
     sp.set_defaults(fn=cmd_train_all)
+    _add_dcp_parser(sub)
     args = p.parse_args(argv)
 
     try:
         args.fn(args)
-    except (ValueError, FileNotFoundError, CheckpointError) as e:
+    except (ValueError, FileNotFoundError, CheckpointError, ImportError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
     except TrainingInterrupted as e:

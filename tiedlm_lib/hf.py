@@ -269,11 +269,18 @@ class HFDepthModel(nn.Module):
             return logits
         return torch.cat([logits.new_full((*logits.shape[:-1], 1), PAD_LOGIT), logits], -1)
 
+    def forward(self, tokens: torch.Tensor, backprop: str = "full") -> torch.Tensor:
+        """(B, T, V + token_offset) logits of the model as trained, with gradients: what the library's training step
+        calls (``training.supervised_loss``); only exact backprop applies to a model without a tied loop."""
+        if backprop != "full":
+            raise ValueError(f"a Hugging Face model trains with backprop='full' only, got {backprop!r}")
+        return self._shifted(self.hf(self._ids(tokens), use_cache=False).logits)
+
     @torch.no_grad()
     def logits(self, tokens: torch.Tensor, p: Plan | None = None) -> torch.Tensor:
         """(B, T, V + token_offset) logits of the schedule ``p`` (None: the model's own forward as trained), in eval
         mode."""
         with eval_mode(self):
             if p is None:
-                return self._shifted(self.hf(self._ids(tokens), use_cache=False).logits)
+                return self(tokens)
             return self.head(self.finish(self.core_state(tokens, p)))

@@ -57,6 +57,7 @@ REHEARSAL_PARAMS: dict[str, dict] = {
     "10_depth_control_protocol": {"n_boot": 50, "n_cal": 2, "n_eval": 4, "n_refit": 1, "probe_boot": 20,
                                   "probe_iters": 2, "curve_budgets": [300, 600], "intervention_warmup": 1,
                                   "full_depth_grid": False},
+    "13_your_model": {"n_boot": 50, "n_cal": 2, "n_eval": 4, "probe_iters": 2},
     "12_depth_at_inference": {"n_prompts": 2, "max_new": 4, "draft_depths": [1, 8], "draft_lens": [2], "repeats": 1,
                               "n_probe_docs": 4, "n_boot": 20, "eps_grid": [0.3], "n_splits": 3},
 }

@@ -186,6 +186,63 @@ def test_a_looped_model_built_by_sharing_a_layer():
         assert torch.allclose(a.logits(x, p), want["logits"], atol=TOL, rtol=0), (sched, k)
 
 
+def test_two_loops_and_a_sliding_layer_after_the_loop_in_a_frozen_copy():
+    """Repeat on two loops re-applies the k-th application (not the last loop); and a deep copy of the adapter (what
+    lens.Readout fits through) keeps each layer's attention kind."""
+    m, first, shared, last = _looped()
+    second = copy.deepcopy(shared)
+    m.model.layers = torch.nn.ModuleList([first, shared, shared, second, second, last])
+    m.config.num_hidden_layers = 6
+    a = HFDepthModel(m, token_offset=0)
+    assert a.layout == "S A*2 B*2 S"
+    x = torch.randint(0, V, (1, T), generator=torch.Generator().manual_seed(5))
+    for sched, k, used in (("repeat", 1, [first, shared, shared, shared, shared]),
+                           ("repeat", 3, [first, shared, shared, second, second]),
+                           ("suffix", 2, [first, second, second]),
+                           ("frozen", 3, [first, shared, shared, second, REUSE])):
+        with torch.no_grad():
+            assert torch.allclose(a.core_state(x, plan(a.layout, sched, k)), _hand_built(m, x, used)["z"], atol=TOL,
+                                  rtol=0), (sched, k)
+    q = _tiny("qwen3", use_sliding_window=True, sliding_window=2, max_window_layers=3)
+    ql = q.model.layers
+    q.model.layers = torch.nn.ModuleList([ql[0], ql[1], ql[1], ql[3]])
+    q.config.layer_types = ["full_attention", "full_attention", "full_attention", "sliding_attention"]
+    aq = HFDepthModel(q, token_offset=0)
+    with torch.no_grad():
+        z = aq.core_state(x, plan(aq.layout, "prefix", 1))
+        assert torch.allclose(lens.Readout(aq, "loop")(z), aq.head(aq.finish(z)), atol=1e-6, rtol=0)
+
+
+def test_the_protocol_on_a_looped_model_and_its_checks(capsys):
+    """protocol.run on a looped model: the decomposition at k_min, N/2, N with frozen for a single loop; bad
+    arguments are refused before any evaluation."""
+    from tiedlm_lib import protocol
+    from tiedlm_lib.data import TokenDocs
+
+    m, *_ = _looped()
+    a = HFDepthModel(m)
+    g = torch.Generator().manual_seed(6)
+    docs = TokenDocs.from_lists([torch.randint(1, V + 1, (T,), generator=g).tolist() for _ in range(12)])
+    res = protocol.run(a, docs, n_cal=4, ks=[1], schedules=["prefix", "frozen"], probes=["head/diagonal"],
+                       seq_len=T, batch_size=4, n_boot=20, iters=2, lams=(1e-2,))
+    assert res.decomposition == []  # N = 3: k_mid = 1 = k_min, nothing to decompose
+    for bad, msg in (({"ks": [3]}, "must include a truncation k < 3"), ({"schedules": ["suffix"]}, "include 'prefix'"),
+                     ({"probes": []}, "probes is empty"), ({"seq_len": 64}, "exceeds the model's context of 32")):
+        kw = {"n_cal": 4, "ks": [1], "schedules": ["prefix"], "probes": ["head/diagonal"], "seq_len": T} | bad
+        with pytest.raises(ValueError, match=msg):
+            protocol.run(a, docs, **kw)
+    m4, first, shared, last = _looped()
+    m4.model.layers = torch.nn.ModuleList([first, *[shared] * 4, last])
+    m4.config.num_hidden_layers = 6
+    res = protocol.run(HFDepthModel(m4), docs, n_cal=4, ks=[1], schedules=["prefix", "frozen"],
+                       probes=["head/diagonal"], seq_len=T, batch_size=4, n_boot=20, iters=2, lams=(1e-2,))
+    d = {r["term"]: r for r in res.decomposition}
+    assert d["total"]["k_mid"] == 2 and d["total"]["k_max"] == 4 and d["total"]["control"] == "frozen"
+    parts = sum(d[t]["estimate"] for t in ("application count", "distinct depth", "block composition"))
+    assert abs(parts - d["total"]["estimate"]) < 1e-9
+    assert sorted({r["k"] for r in res.conditions}) == [1, 2, 4]  # k_mid joined the grid
+
+
 def test_the_library_probes_and_dcp_run_on_an_hf_model():
     """lens and dcp use only the DepthModel interface: a loop-placed probe fits through finish (gradients through
     the family's forward), and the decomposition's terms telescope."""
@@ -206,8 +263,11 @@ def test_the_library_probes_and_dcp_run_on_an_hf_model():
     parts = d["application count"].point + d["distinct depth"].point + d["block composition"].point
     assert abs(parts - d["total"].point) < 1e-9
     st = lens.collect_states(a, cal, plan(a.layout, "prefix", 1), "loop")
-    fit = lens.fit_probe(a, st, lens.ProbeSpec("loop", "diagonal"), lams=(1e-2,), iters=3)
-    assert value(lens.probe_nll(a, st, fit)) <= value(lens.probe_nll(a, st, placement="loop")) + 1e-6
+    fit = lens.fit_probe(a, st, lens.ProbeSpec("loop", "diagonal"), lam=0.0, iters=5)
+    moved = max((p - 1).abs().max().item() if n.endswith("a") else p.abs().max().item()
+                for n, p in fit.probe.named_parameters())
+    assert moved > 1e-3  # the gradient reached the loop-placed map through finish (the family's own forward)
+    assert value(lens.probe_nll(a, st, fit)) < value(lens.probe_nll(a, st, placement="loop")) - 1e-4
 
 
 def test_the_default_grids_are_paper_bs():
@@ -297,3 +357,36 @@ def test_the_dcp_command_runs_end_to_end_on_saved_checkpoints(tmp_path, capsys):
     assert "probe form must be one of" in capsys.readouterr().err
     assert main([*args[:4], str(tmp_path / "missing.jsonl"), *args[5:]]) == 2
     assert "does not exist: expected a JSONL file" in capsys.readouterr().err
+    _save_checkpoint(tmp_path / "wide", 0, texts)
+    import transformers as tf
+
+    cfg = tf.AutoConfig.from_pretrained(tmp_path / "wide")
+    cfg.num_hidden_layers = 5
+    cfg.save_pretrained(tmp_path / "wide")
+    assert main([*args[:2], f"{folders[0]},{tmp_path / 'wide'}", *args[3:]]) == 2
+    assert "differ in architecture" in capsys.readouterr().err
+
+
+def test_the_dense_control_folder_is_a_checkpoint_the_command_reads(tmp_path, monkeypatch, capsys):
+    """Section 13's dense run (tiedlm_lib.dense) carries its tokenizer and says its ids are the library's: the
+    command loads it without the token shift and scores the corpus."""
+    import json
+
+    import pandas as pd
+
+    from tiedlm_lib import dense, protocol
+    from tiedlm_lib.__main__ import main
+    from tiedlm_lib.data import kjv_documents
+
+    model, result = dense.get_dense("smoke", 0, root=tmp_path, progress=False)
+    folder = dense.run_dir("smoke", 0, tmp_path)
+    assert model.token_offset == 0 and result["layers"] == 4 and (folder / "tokenizer.json").is_file()
+    loaded, tok = protocol.load_hf(folder)
+    assert loaded.token_offset == 0 and loaded.layout == "S S S S"
+    data = tmp_path / "docs.jsonl"
+    data.write_text("".join(json.dumps({"text": t}) + "\n" for t in kjv_documents()[:30]))
+    out = tmp_path / "out"
+    assert main(["dcp", "--model", str(folder), "--data", str(data), "--n-cal", "10", "--n-boot", "20", "--seq-len",
+                 "32", "--ks", "2", "--probes", "head/temperature", "--out", str(out), "--device", "cpu"]) == 0
+    cond = pd.read_csv(out / "conditions.csv")
+    assert (cond["raw NLL"] < 6.5).all()  # trained on this corpus's ids (ln 320 = 5.77 is uniform; shifted ids: worse)

@@ -253,10 +253,13 @@ def cmd_dcp(args) -> None:
     if not folders:
         raise ValueError("--model is empty: give a save_pretrained folder, or several separated by commas")
     probes = [q.strip() for q in args.probes.split(",") if q.strip()]
+    if not probes:
+        raise ValueError("--probes is empty: name at least one, e.g. head/diagonal")
     from .lens import ProbeSpec
 
     for q in probes:
         ProbeSpec.parse(q)  # a bad name fails before any model loads
+    protocol.check_checkpoints(folders, args.allow_network)
     texts = protocol.read_documents(args.data, args.text_field, args.max_docs)
     if args.n_cal >= len(texts):
         raise ValueError(f"--n-cal {args.n_cal} leaves no evaluation documents: {args.data} has {len(texts)}")
@@ -266,7 +269,7 @@ def cmd_dcp(args) -> None:
     results, tables = [], {}
     for folder in tqdm(folders, desc="checkpoints", disable=len(folders) == 1):
         model, tok = protocol.load_hf(folder, args.allow_network, device)
-        docs = protocol.tokenize(tok, texts, args.seq_len)
+        docs = protocol.tokenize(tok, texts, args.seq_len, model.token_offset)
         print(f"{folder}: {type(model.hf).__name__}, layout {model.layout!r}, {len(docs)} documents "
               f"({args.n_cal} calibration)", flush=True)
         res = protocol.run(model, docs, n_cal=args.n_cal, n_eval=args.n_eval, ks=ks, schedules=schedules,
@@ -280,7 +283,8 @@ def cmd_dcp(args) -> None:
     chart = protocol.figure([r for r in tables["conditions"] if r["checkpoint"] == folders[0]], probes)
     meta = {"models": folders, "data": str(args.data), "documents": len(texts), "n_cal": args.n_cal,
             "n_eval": args.n_eval, "seq_len": args.seq_len, "probes": probes, "n_boot": args.n_boot,
-            "seed": args.seed, "device": device}
+            "seed": args.seed, "device": device,
+            "special tokens": "each tokenizer's defaults (paper B's rule: BOS when the tokenizer adds one)"}
     paths = protocol.write(args.out, tables, chart, meta)
     shares = tables["pooled_shares"] if len(results) > 1 else tables["shares"]
     print(_table(shares, [c for c in ("checkpoint", "probe", "k", "N", "raw gap", "share", "share lo", "share hi",
@@ -291,7 +295,8 @@ def cmd_dcp(args) -> None:
 def _add_dcp_parser(sub) -> None:
     sp = sub.add_parser("dcp", help="the Depth Control Protocol on your own Hugging Face checkpoint(s)")
     sp.add_argument("--model", required=True, help="a save_pretrained folder, or several separated by commas "
-                    "(checkpoints or seeds of one model: their shares are pooled, the checkpoint the unit)")
+                    "(seeds of one model: their shares are pooled, the checkpoint the unit; checkpoints along one "
+                    "run are not independent, so their pooled interval only describes them)")
     sp.add_argument("--data", required=True, help="a JSONL file, one object per line with a text field")
     sp.add_argument("--text-field", default="text", help="the field holding each document's text (default text)")
     sp.add_argument("--probes", default="head/temperature,head/diagonal",

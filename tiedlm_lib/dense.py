@@ -75,8 +75,23 @@ def get_dense(scale: str, seed: int = 0, root: str | Path | None = None, device:
         if not train_if_missing:
             raise FileNotFoundError(f"the dense control at {scale}/seed {seed} is not in the cache: {path}")
         _train(scale, seed, path, device, progress)
+    if not (path / "tokenizer.json").is_file():  # a run saved before the folder carried its tokenizer
+        export(path, scale, seed)
     model = transformers.LlamaForCausalLM.from_pretrained(path, local_files_only=True, dtype=torch.float32)
     return HFDepthModel(model.eval().to(device), token_offset=0), json.loads((path / "result.json").read_text())
+
+
+def export(path: Path, scale: str, seed: int = 0) -> None:
+    """Make a dense run's folder a checkpoint the ``dcp`` command reads: the corpus tokenizer beside the weights, and
+    ``tiedlm_token_offset: 0`` in config.json (the model's ids are the library's, 0 is pad: ``protocol.load_hf``
+    wraps it without the shift a Hugging Face vocabulary needs)."""
+    import transformers
+
+    tok = cached_corpus(experiment("v3", scale, seed).data).tokenizer
+    transformers.PreTrainedTokenizerFast(tokenizer_object=tok, pad_token="<pad>" if tok.token_to_id("<pad>") == 0
+                                         else None).save_pretrained(path)
+    cfg = json.loads((path / "config.json").read_text())
+    atomic_write_text(path / "config.json", json.dumps({**cfg, "tiedlm_token_offset": 0}, indent=2))
 
 
 def _train(scale: str, seed: int, path: Path, device: str, progress: bool | None) -> None:
@@ -106,6 +121,7 @@ def _train(scale: str, seed: int, path: Path, device: str, progress: bool | None
     seconds = time.perf_counter() - t0
     path.mkdir(parents=True, exist_ok=True)
     model.hf.save_pretrained(path)
+    export(path, scale, seed)
     atomic_write_text(path / "recipe.json", json.dumps(recipe(scale, seed), indent=1))
     atomic_write_text(path / "metrics.jsonl", "".join(json.dumps(r) + "\n" for r in rows))
     atomic_write_text(path / "result.json", json.dumps(

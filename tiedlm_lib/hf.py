@@ -17,8 +17,9 @@ refused with the class name and how to add one (``HOW_TO_ADD``).
 A looped model is a stack in which the same layer module appears several times in a row (weights shared by
 identity): ``layout`` names each run of one module a loop (``"S S A*8 S"``), every other layer a standard layer, as
 ``TiedLM`` layouts do, so ``schedules.plan(model.layout, schedule, k)`` applies unchanged. A dense model's layout is
-all standard layers (``"S S S S"``: all core), and ``repeat`` is refused on it, for paper B's reason: the linchpin
-control is realisable only with weight sharing; repeating a dense layer makes another model. Every forward runs
+all standard layers (``"S S S S"``: all core), and ``repeat`` is refused on it, for the reason paper B gives (its
+negative control ran it anyway): the linchpin control is realisable only with weight sharing; repeating a dense
+layer makes another model. Every forward runs
 without a KV cache: a shared layer keeps one ``layer_idx``, so a cache would let its later calls attend to the keys
 of its earlier ones (a looped model's own cached forward is wrong for that reason; a test shows it).
 
@@ -43,7 +44,8 @@ from torch import nn
 from .model import eval_mode
 from .schedules import REUSE, Plan, check_plan, split_layout
 
-PAD_LOGIT = -1e9  # the pad column's logit under token_offset=1: probability 0 (exp underflows), log finite
+PAD_LOGIT = -1e9  # the pad column's logit under token_offset=1: probability 0 (exp underflows), log finite (float16:
+# half its lowest value, -1e9 does not fit)
 
 
 @dataclass(frozen=True)
@@ -175,7 +177,7 @@ class HFDepthModel(nn.Module):
         self.layout, self.names = _layout(self.layers)
         self.blocks = dict(zip(self.names, self.layers))
         types = getattr(model.config, "layer_types", None)  # Qwen2/3: each layer's attention kind, by position
-        self._types = None if types is None else {id(m): t for m, t in zip(self.layers, types)}
+        self._types = None if types is None else list(types)
         self.dense = "*" not in self.layout
         self.vocab_size = model.config.vocab_size + token_offset
         self.train(model.training)  # the wrapper's mode is the model's (nn.Module starts in training mode)
@@ -196,8 +198,9 @@ class HFDepthModel(nn.Module):
         old_types = getattr(cfg, "layer_types", None)
         _set(self.hf, fam.layers, nn.ModuleList(order))  # the same modules: no copy of any weight
         setattr(cfg, fam.count, len(order))
-        if self._types is not None:
-            cfg.layer_types = [self._types.get(id(getattr(m, "layer", m)), "full_attention") for m in order]
+        if self._types is not None:  # keyed at call time: a deep copy (lens.Readout) has other module ids
+            kind = {id(m): t for m, t in zip(self.layers, self._types)}
+            cfg.layer_types = [kind.get(id(getattr(m, "layer", m)), "full_attention") for m in order]
         try:
             yield
         finally:
@@ -211,9 +214,10 @@ class HFDepthModel(nn.Module):
         re-added update)."""
         check_plan(self.layout, p)
         if self.dense and p.schedule == "repeat":
-            raise ValueError("schedule 'repeat' is refused on a dense model: paper B's linchpin control is realisable "
-                             "only with depth-wise weight sharing; in a dense network, repeating a layer creates a "
-                             "different model (use prefix and suffix, the negative control's schedules)")
+            raise ValueError("schedule 'repeat' is refused on a dense model: as paper B notes, its linchpin control is "
+                             "realisable only with depth-wise weight sharing; in a dense network, repeating a layer "
+                             "creates a different model (paper B's negative control ran it anyway; here a dense model "
+                             "gets prefix and suffix)")
         out: list[nn.Module] = [self.blocks[n] for n in p.prelude]
         if REUSE not in p.core:
             return out + [self.blocks[n] for n in p.core]
@@ -267,7 +271,8 @@ class HFDepthModel(nn.Module):
         """The model's logits in the library's ids: under token_offset=1, a pad column first."""
         if not self.token_offset:
             return logits
-        return torch.cat([logits.new_full((*logits.shape[:-1], 1), PAD_LOGIT), logits], -1)
+        pad = max(PAD_LOGIT, torch.finfo(logits.dtype).min / 2)
+        return torch.cat([logits.new_full((*logits.shape[:-1], 1), pad), logits], -1)
 
     def forward(self, tokens: torch.Tensor, backprop: str = "full") -> torch.Tensor:
         """(B, T, V + token_offset) logits of the model as trained, with gradients: what the library's training step

@@ -7,19 +7,24 @@ of documents in, paper B's condition table, decomposition and calibration shares
 What runs, per checkpoint: the documents are tokenised by the checkpoint's own tokenizer (truncated to
 ``seq_len``), split into calibration and evaluation documents (disjoint, ``dcp.split_documents``), and every
 (schedule, k) is evaluated with each readout probe fitted on the calibration documents (``dcp.evaluate_schedules``).
-A dense model gets paper B's negative-control grid: prefix and suffix at k = round(f·L) for f in 0.25, 0.5, 0.75,
-0.86, 0.93, 1 (repeat is refused on it: ``hf.HFDepthModel``); a looped model gets prefix, repeat, suffix and frozen
-at k = 1, 2, 4, ... N. Tables:
+A dense model gets paper B's negative-control grid, k = round(f·L) for f in 0.25, 0.5, 0.75, 0.86, 0.93, 1, with
+prefix and suffix (paper B also ran repeat there; it is refused here, for the reason paper B itself gives:
+``hf.HFDepthModel``); a looped model gets prefix, repeat, suffix and frozen at k = 1, 2, 4, ... N. A looped model
+reaches this module from Python only: ``save_pretrained`` refuses a stack whose layers share one module, and a
+loaded folder has separate modules, so build the stack in memory and wrap it (``hf.HFDepthModel``). Tables:
 
 * ``conditions``: raw and recalibrated NLL per schedule and k, with ECE and the forward's seconds per token;
 * ``shares``: for each probe and each k < N, the share of the gap prefix(k) − prefix(N) that the probe removes,
   with its paired document-bootstrap interval (the probes held fixed: evaluation resampling only, as in
   ``dcp.decompose``);
-* ``decomposition`` (looped models): paper B's terms at k_min, k_mid, k_max (``dcp.decompose``; the control is
-  repeat, or frozen for a single tied loop, where repeat(k) is the trained model);
+* ``decomposition`` (looped models): paper B's terms at k_min, k_mid = N/2, k_max = N (``dcp.decompose``; the
+  control is repeat, or frozen for a single tied loop, where repeat(k) is the trained model; the probe is
+  head/diagonal when fitted);
 * ``pooled_shares`` (several checkpoints): each share pooled over checkpoints by the project's seed-level rule
   (``inference.pool``: a random-effects mean whose interval carries both the spread between checkpoints and the
-  shared document error), the checkpoint being the unit.
+  shared document error), the checkpoint being the unit. That interval is about "the model" only when the
+  checkpoints are independent trainings (seeds); checkpoints along one run are not independent, and their pooled
+  interval describes those checkpoints.
 
 Written as CSV and Markdown, with one svg figure (NLL against k per schedule, raw and recalibrated), under
 ``out``. Calibration and evaluation documents are the same for every checkpoint (one seeded split), so checkpoints
@@ -60,17 +65,40 @@ def load_hf(folder: str | Path, allow_network: bool = False, device: str = "cpu"
 
     from .hf import HFDepthModel
 
-    path = Path(folder)
-    if not path.is_dir() and not allow_network:
-        raise FileNotFoundError(f"--model {folder!r} is not a folder (a save_pretrained directory with config.json); "
-                                "to download a hub id pass --allow-network")
-    if path.is_dir() and not (path / "config.json").is_file():
-        raise FileNotFoundError(f"--model {folder!r} has no config.json: expected a save_pretrained folder")
+    check_checkpoints([str(folder)], allow_network)
     local = not allow_network
     model = transformers.AutoModelForCausalLM.from_pretrained(str(folder), local_files_only=local,
                                                               dtype=torch.float32)
-    tok = transformers.AutoTokenizer.from_pretrained(str(folder), local_files_only=local)
-    return HFDepthModel(model.eval().to(device)), tok
+    try:
+        tok = transformers.AutoTokenizer.from_pretrained(str(folder), local_files_only=local)
+    except (OSError, ValueError) as e:
+        raise FileNotFoundError(f"--model {folder!r} has no tokenizer transformers can load (save it beside the "
+                                f"weights with tokenizer.save_pretrained): {e}") from None
+    # a model trained on the library's own ids (tiedlm_lib.dense) says so in its config: no shift
+    offset = getattr(model.config, "tiedlm_token_offset", 1)
+    return HFDepthModel(model.eval().to(device), token_offset=offset), tok
+
+
+def check_checkpoints(folders: Sequence[str], allow_network: bool = False) -> None:
+    """Before any model loads: every folder a ``save_pretrained`` directory, and, when several are pooled, all of
+    one architecture (class, vocabulary, layer count), so that their shares are the same quantities."""
+    import transformers
+
+    keys = {}
+    for f in folders:
+        path = Path(f)
+        if not path.is_dir():
+            if allow_network:
+                continue
+            raise FileNotFoundError(f"--model {f!r} is not a folder (a save_pretrained directory with config.json); "
+                                    "to download a hub id pass --allow-network")
+        if not (path / "config.json").is_file():
+            raise FileNotFoundError(f"--model {f!r} has no config.json: expected a save_pretrained folder")
+        c = transformers.AutoConfig.from_pretrained(str(path), local_files_only=True)
+        keys[f] = (type(c).__name__, c.vocab_size, getattr(c, "num_hidden_layers", None))
+    if len(set(keys.values())) > 1:
+        raise ValueError("the checkpoints to pool differ in architecture (class, vocabulary, layers): "
+                         + "; ".join(f"{f}: {k}" for f, k in keys.items()))
 
 
 def read_documents(path: str | Path, text_field: str = "text", max_docs: int | None = None) -> list[str]:
@@ -92,12 +120,13 @@ def read_documents(path: str | Path, text_field: str = "text", max_docs: int | N
 
 
 def tokenize(tok, texts: Sequence[str], seq_len: int, token_offset: int = 1) -> TokenDocs:
-    """Each text tokenised by the model's tokenizer, truncated to ``seq_len`` tokens, in the library's ids (the
+    """Each text tokenised by the model's tokenizer with its default special tokens (paper B's rule: a BOS token
+    exactly when the tokenizer adds one by default), truncated to ``seq_len`` tokens, in the library's ids (the
     model's id + ``token_offset``: id 0 stays padding, ``hf.HFDepthModel``). Texts of fewer than two tokens (no
     next-token target) are refused by name."""
     ids = []
     for i, text in enumerate(texts):
-        t = tok(text, add_special_tokens=False)["input_ids"][:seq_len]
+        t = tok(text)["input_ids"][:seq_len]
         if len(t) < 2:
             raise ValueError(f"document {i} has {len(t)} token(s): every document needs at least two (a next-token "
                              "target); drop it from the data")
@@ -134,14 +163,29 @@ def run(model, docs: TokenDocs, *, n_cal: int, n_eval: int | None = None, ks: Se
         schedules: Sequence[str] | None = None, probes: Sequence[str] = ("head/temperature", "head/diagonal"),
         seq_len: int = 256, batch_size: int = 8, n_boot: int = 2000, seed: int = 0, progress: bool = False,
         **fit_kw) -> Result:
-    """The protocol on one depth model (see the module docstring); ``fit_kw`` goes to ``lens.fit_probe``."""
+    """The protocol on one depth model (see the module docstring); ``fit_kw`` goes to ``lens.fit_probe``. Every
+    argument is checked before any evaluation."""
     N = budget(model.layout)
     ks = sorted(set(ks or default_ks(model)))
     if not all(isinstance(k, int) and 1 <= k <= N for k in ks):
         raise ValueError(f"ks must be integers in 1..{N} (the model's {N} core applications), got {ks}")
-    if N not in ks:
-        ks.append(N)  # the trained model: the reference every gap is measured from
+    if not [k for k in ks if k < N]:
+        raise ValueError(f"ks must include a truncation k < {N} (N = {N} is the trained model, always evaluated)")
+    looped = not getattr(model, "dense", False)
+    if looped and N // 2 >= 1:
+        ks = sorted(set(ks) | {max(1, N // 2)})  # k_mid of the decomposition, as in paper B (4 of 8) and section 10
+    ks = sorted(set(ks) | {N})  # the trained model: the reference every gap is measured from
     schedules = list(schedules or default_schedules(model))
+    if "prefix" not in schedules:
+        raise ValueError(f"schedules must include 'prefix' (every gap is prefix(k) - prefix(N)), got {schedules}")
+    if not probes:
+        raise ValueError("probes is empty: name at least one, e.g. head/diagonal")
+    if n_eval is not None and n_eval < 1:
+        raise ValueError(f"n_eval must be a positive number of documents (or None: all the others), got {n_eval}")
+    ctx = getattr(getattr(model, "config", None), "max_position_embeddings", None) or getattr(
+        getattr(model, "config", None), "n_positions", None)
+    if ctx is not None and seq_len > ctx:
+        raise ValueError(f"seq_len {seq_len} exceeds the model's context of {ctx} positions")
     cal, ev = dcp.split_documents(len(docs), n_cal, n_eval, seed)
     conds = dcp.evaluate_schedules(model, _batches(docs, cal, seq_len, batch_size),
                                    _batches(docs, ev, seq_len, batch_size), schedules, ks, probes=probes, seed=seed,
@@ -149,7 +193,7 @@ def run(model, docs: TokenDocs, *, n_cal: int, n_eval: int | None = None, ks: Se
     rows = []
     for (s, k), c in conds.items():
         row = {"schedule": s, "k": k, "raw NLL": value(c.raw), "raw ECE": c.metrics["raw"]["ece"],
-               "tokens": int(c.raw.n_real.sum()), "seconds per token": c.seconds_per_token}
+               "tokens": int(c.raw.n_real.sum()), "ms per 1k tokens": 1e6 * c.seconds_per_token}
         for p in probes:
             row[f"{p} NLL"] = value(c.calibrated[p])
             row[f"{p} ECE"] = c.metrics[p]["ece"]
@@ -169,16 +213,18 @@ def run(model, docs: TokenDocs, *, n_cal: int, n_eval: int | None = None, ks: Se
                            "calibrated gap": est["calibrated gap"].point, "share": sh.point, "share lo": sh.lo,
                            "share hi": sh.hi})
     decomposition = []
-    if not getattr(model, "dense", False) and "prefix" in schedules:
+    if looped:
+        # the same-application-count control: repeat, or frozen for a single tied loop (repeat(k) is the trained
+        # model there); the probe: paper B's affine map when it was fitted
         control = "frozen" if len([t for t in model.layout.split() if "*" in t]) == 1 else "repeat"
-        k_min, k_max = ks[0], N
-        k_mid = ks[len(ks) // 2] if len(ks) > 2 else k_min
-        if control in schedules and k_min < k_max:
-            d = dcp.decompose(conds, k_min, k_mid, k_max, control=control, probe=probes[-1], n_boot=n_boot,
-                              seed=seed)
+        probe = "head/diagonal" if "head/diagonal" in probes else probes[-1]
+        k_min, k_mid = ks[0], max(1, N // 2)
+        if control not in schedules:
+            print(f"no decomposition: it needs the {control} schedule, which was not evaluated")
+        elif k_min < k_mid < N:
+            d = dcp.decompose(conds, k_min, k_mid, N, control=control, probe=probe, n_boot=n_boot, seed=seed)
             decomposition = [{"term": t, "estimate": e.point, "lo": e.lo, "hi": e.hi, "control": control,
-                              "k_min": k_min, "k_mid": k_mid, "k_max": k_max, "probe": probes[-1]}
-                             for t, e in d.items()]
+                              "k_min": k_min, "k_mid": k_mid, "k_max": N, "probe": probe} for t, e in d.items()]
     return Result(rows, shares, decomposition, estimates)
 
 

@@ -159,12 +159,8 @@ def _batches(docs: TokenDocs, idx: np.ndarray, seq_len: int, batch_size: int) ->
     return lambda: eval_batches(docs, seq_len, batch_size, indices=idx)
 
 
-def run(model, docs: TokenDocs, *, n_cal: int, n_eval: int | None = None, ks: Sequence[int] | None = None,
-        schedules: Sequence[str] | None = None, probes: Sequence[str] = ("head/temperature", "head/diagonal"),
-        seq_len: int = 256, batch_size: int = 8, n_boot: int = 2000, seed: int = 0, progress: bool = False,
-        **fit_kw) -> Result:
-    """The protocol on one depth model (see the module docstring); ``fit_kw`` goes to ``lens.fit_probe``. Every
-    argument is checked before any evaluation."""
+def _checked(model, ks, schedules, probes, n_eval, seq_len) -> tuple[list[int], list[str], bool]:
+    """``run``'s arguments checked, with the defaults filled in: (ks, schedules, looped)."""
     N = budget(model.layout)
     ks = sorted(set(ks or default_ks(model)))
     if not all(isinstance(k, int) and 1 <= k <= N for k in ks):
@@ -186,6 +182,17 @@ def run(model, docs: TokenDocs, *, n_cal: int, n_eval: int | None = None, ks: Se
         getattr(model, "config", None), "n_positions", None)
     if ctx is not None and seq_len > ctx:
         raise ValueError(f"seq_len {seq_len} exceeds the model's context of {ctx} positions")
+    return ks, schedules, looped
+
+
+def run(model, docs: TokenDocs, *, n_cal: int, n_eval: int | None = None, ks: Sequence[int] | None = None,
+        schedules: Sequence[str] | None = None, probes: Sequence[str] = ("head/temperature", "head/diagonal"),
+        seq_len: int = 256, batch_size: int = 8, n_boot: int = 2000, seed: int = 0, progress: bool = False,
+        **fit_kw) -> Result:
+    """The protocol on one depth model (see the module docstring); ``fit_kw`` goes to ``lens.fit_probe``. Every
+    argument is checked before any evaluation."""
+    N = budget(model.layout)
+    ks, schedules, looped = _checked(model, ks, schedules, probes, n_eval, seq_len)
     cal, ev = dcp.split_documents(len(docs), n_cal, n_eval, seed)
     conds = dcp.evaluate_schedules(model, _batches(docs, cal, seq_len, batch_size),
                                    _batches(docs, ev, seq_len, batch_size), schedules, ks, probes=probes, seed=seed,
@@ -212,20 +219,25 @@ def run(model, docs: TokenDocs, *, n_cal: int, n_eval: int | None = None, ks: Se
             shares.append({"probe": p, "k": k, "N": N, "raw gap": est["total"].point,
                            "calibrated gap": est["calibrated gap"].point, "share": sh.point, "share lo": sh.lo,
                            "share hi": sh.hi})
-    decomposition = []
-    if looped:
-        # the same-application-count control: repeat, or frozen for a single tied loop (repeat(k) is the trained
-        # model there); the probe: paper B's affine map when it was fitted
-        control = "frozen" if len([t for t in model.layout.split() if "*" in t]) == 1 else "repeat"
-        probe = "head/diagonal" if "head/diagonal" in probes else probes[-1]
-        k_min, k_mid = ks[0], max(1, N // 2)
-        if control not in schedules:
-            print(f"no decomposition: it needs the {control} schedule, which was not evaluated")
-        elif k_min < k_mid < N:
-            d = dcp.decompose(conds, k_min, k_mid, N, control=control, probe=probe, n_boot=n_boot, seed=seed)
-            decomposition = [{"term": t, "estimate": e.point, "lo": e.lo, "hi": e.hi, "control": control,
-                              "k_min": k_min, "k_mid": k_mid, "k_max": N, "probe": probe} for t, e in d.items()]
+    decomposition = _decomposition(model, conds, ks, schedules, probes, n_boot, seed) if looped else []
     return Result(rows, shares, decomposition, estimates)
+
+
+def _decomposition(model, conds, ks, schedules, probes, n_boot, seed) -> list[dict]:
+    """Paper B's decomposition rows of a looped model's conditions (none when its control was not evaluated)."""
+    N = budget(model.layout)
+    # the same-application-count control: repeat, or frozen for a single tied loop (repeat(k) is the trained
+    # model there); the probe: paper B's affine map when it was fitted
+    control = "frozen" if len([t for t in model.layout.split() if "*" in t]) == 1 else "repeat"
+    probe = "head/diagonal" if "head/diagonal" in probes else probes[-1]
+    k_min, k_mid = ks[0], max(1, N // 2)
+    if control not in schedules:
+        print(f"no decomposition: it needs the {control} schedule, which was not evaluated")
+    elif k_min < k_mid < N:
+        d = dcp.decompose(conds, k_min, k_mid, N, control=control, probe=probe, n_boot=n_boot, seed=seed)
+        return [{"term": t, "estimate": e.point, "lo": e.lo, "hi": e.hi, "control": control, "k_min": k_min,
+                 "k_mid": k_mid, "k_max": N, "probe": probe} for t, e in d.items()]
+    return []
 
 
 def pooled_shares(results: Sequence[Result]) -> list[dict]:

@@ -98,6 +98,8 @@ save-runs:
 	    git add -f "$$d/model.safetensors" "$$d/config.json" "$$d/result.json" "$$d/metrics.jsonl" && n=$$((n+1)); \
 	    if [ -d "$$d/derived" ]; then git add -f "$$d/derived"; fi; \
 	    for w in "$$d"weights-step*.safetensors; do if [ -f "$$w" ]; then git add -f "$$w"; fi; done; \
+	    for f in recipe.json tokenizer.json tokenizer_config.json special_tokens_map.json generation_config.json; do \
+	      if [ -f "$$d$$f" ]; then git add -f "$$d$$f"; fi; done; \
 	    git rm -q --cached --ignore-unmatch "$$d/checkpoint.safetensors"; \
 	  elif [ "$(PARTIAL)" = 1 ] && [ -f "$$d/checkpoint.safetensors" ]; then \
 	    git add -f "$$d/checkpoint.safetensors" "$$d/config.json" "$$d/metrics.jsonl" && p=$$((p+1)); \

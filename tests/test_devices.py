@@ -101,9 +101,11 @@ NOT_COLLECTORS = {
     "supervised_loss": "called by train_step on batches train_step has moved (checked through it)",
     "train_step": "checked under its own pretend accelerator (test_a_training_step_runs_on_the_models_device)",
     "step_metrics": "checked with train_step",
+    "run": "protocol.run feeds the model only through dcp.evaluate_schedules (checked above)",
+    "default_ks": "reads the model's layout", "default_schedules": "reads the model's layout",
 }
 MODULES = ("analysis", "benchmark", "dcp", "evaluation", "exits", "generate", "lens", "probes", "schedules", "sft",
-           "speculative", "training", "model", "inference")
+           "speculative", "training", "model", "inference", "protocol")
 
 
 @pytest.mark.parametrize("name", list(COLLECTORS))

@@ -288,6 +288,10 @@ def test_unknown_families_and_unsupported_schedules_are_refused_by_name():
     class MyLM(torch.nn.Module):
         pass
 
+    class MyLlama(transformers.LlamaForCausalLM):  # a user's subclass keeps its family
+        pass
+
+    assert HFDepthModel(MyLlama(_config("llama"))).layout == "S S S S"
     with pytest.raises(ValueError, match=r"MyLM is not a supported family .*add a Family\(layers=\.\.\..*DepthModel"):
         HFDepthModel(MyLM())
     a = HFDepthModel(_tiny("gpt2"))

@@ -166,13 +166,14 @@ class HFDepthModel(nn.Module):
     def __init__(self, model: nn.Module, token_offset: int = 1):
         super().__init__()
         name = type(model).__name__
-        if name not in FAMILIES:
+        known = [c.__name__ for c in type(model).__mro__ if c.__name__ in FAMILIES]  # a subclass keeps its family
+        if not known:
             raise ValueError(f"{name} is not a supported family (supported: {', '.join(sorted(FAMILIES))}); to add it, "
                              f"{HOW_TO_ADD}")
         if token_offset not in (0, 1):
             raise ValueError(f"token_offset must be 1 (a Hugging Face vocabulary: library id t is the model's id t-1, "
                              f"0 is pad) or 0 (a model trained on the library's ids), got {token_offset!r}")
-        self.hf, self.family, self.token_offset = model, FAMILIES[name], token_offset
+        self.hf, self.family, self.token_offset = model, FAMILIES[known[0]], token_offset
         self.layers = list(_get(model, self.family.layers))
         self.layout, self.names = _layout(self.layers)
         self.blocks = dict(zip(self.names, self.layers))

@@ -63,7 +63,7 @@ from tiedlm_lib.exits import (
 from tiedlm_lib.experiments import get_scale, intervention_arm
 from tiedlm_lib.lens import ProbeSpec, collect_states, fit_probe
 from tiedlm_lib.report import Report
-from tiedlm_lib.schedules import plan
+from tiedlm_lib.schedules import budget, plan
 from tiedlm_lib.speculative import benchmark, call_bound_phrase
 from tiedlm_lib.stats import Estimate
 
@@ -87,7 +87,7 @@ for sd in seeds:
     runs["multi-depth", sd] = get_run("v4", scale, sd, device=device)
     runs["sampled-depth", sd] = get_run(intervention_arm(single.config, "sampled", S.short_steps), device=device)
 MODELS = ["single-depth", "multi-depth", "sampled-depth"]
-K = runs["single-depth", seeds[0]].model.full_depth
+K = budget(runs["single-depth", seeds[0]].model.layout)  # one tied loop: K core applications = K iterations
 cfg0 = runs["single-depth", seeds[0]].config
 corpus = cached_corpus(cfg0.data)
 n_docs = len(corpus.val)

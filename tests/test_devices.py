@@ -77,7 +77,7 @@ COLLECTORS = {
     "evaluate_nll": lambda: evaluation.evaluate_nll(M, _batches(), 2),
     "depth_sweep": lambda: evaluation.depth_sweep(M, _batches(), [1, 3]),
     "state_norms": lambda: analysis.state_norms(M, _batches(), 3),
-    "collect_features": lambda: exits.collect_features(M, _batches()),
+    "collect_features, prefix_states": lambda: exits.collect_features(M, _batches()),  # exits reads prefix_states
     "residual_probe": lambda: probes.residual_probe(M, _batches(), min_real=2),
     "collect_states, fit_probe, probe_nll": _lens_fit,
     "evaluate_schedules, readout_metrics": lambda: dcp.evaluate_schedules(

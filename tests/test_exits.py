@@ -32,19 +32,28 @@ def _batches(n_docs=12, T=10, vocab=37, seed=0):
     return [EvalBatch(x[i:i + 4], shift_targets(x[i:i + 4]), torch.arange(i, i + 4)) for i in range(0, n_docs, 4)]
 
 
-@pytest.mark.parametrize("layout", ["S A*4 S", "S A*3 S B*3 S"])
+@pytest.mark.parametrize("layout", ["S A*4 S", "S A*3 S B*3 S", "S A*3 B*2 S"])
 def test_features_equal_an_independent_recomputation(layout):
+    """Depth k is the first k core applications (hand-built here from the model's blocks; in a single loop, also the
+    model's own depth-k forward), so depth K = N is the trained model on every layout, unequal loops included."""
     m = tiny_model(layout, seq=10, dtype=torch.float64)
     batches = _batches()
     f = collect_features(m, batches)
-    K = 4 if layout == "S A*4 S" else 3
+    core = {"S A*4 S": "AAAA", "S A*3 S B*3 S": ["A", "A", "A", "S1", "B", "B", "B"], "S A*3 B*2 S": "AAABB"}[layout]
+    K = len(core)
     assert f.K == K
     x = torch.cat([b.inputs for b in batches])
     y = torch.cat([b.targets for b in batches])
     real = y != 0
     with torch.no_grad():
-        logits = {k: m(x, depth=k) for k in range(1, K + 1)}
-        zs = {k: m.core(m.prelude(m.embed(x)), k) for k in range(1, K + 1)}
+        zs, z = {}, m.prelude(m.embed(x))
+        for k, name in enumerate(core, 1):
+            z = zs[k] = m.apply(z, name)
+        logits = {k: m.readout(m.coda(zs[k])) for k in zs}
+        torch.testing.assert_close(logits[K], m(x), rtol=0, atol=1e-12)
+        if layout == "S A*4 S":
+            for k in zs:
+                torch.testing.assert_close(logits[k], m(x, depth=k), rtol=0, atol=1e-12)
     for k in range(1, K + 1):
         logp = F.log_softmax(logits[k], -1)
         np.testing.assert_allclose(f.nll[:, k - 1], -logp.gather(-1, y[..., None])[..., 0][real].numpy(), rtol=1e-9)

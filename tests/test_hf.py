@@ -270,6 +270,44 @@ def test_the_library_probes_and_dcp_run_on_an_hf_model():
     assert value(lens.probe_nll(a, st, fit)) < value(lens.probe_nll(a, st, placement="loop")) - 1e-4
 
 
+@pytest.mark.parametrize("family", ["gpt2", "qwen2", "looped"])
+def test_the_exit_ladder_of_one_pass_is_each_prefix_and_exits_run_on_it(family):
+    """iter_prefix (one forward, a tap after each requested layer) gives each prefix(k)'s own core state, as the
+    generic path of one core_state per k does; exits' features read depth k through it, and depth N is the model."""
+    from tiedlm_lib.data import shift_targets
+    from tiedlm_lib.exits import collect_features
+    from tiedlm_lib.schedules import budget, prefix_states
+
+    m = _looped()[0] if family == "looped" else _tiny(family)
+    a = HFDepthModel(m, token_offset=0)
+    N = budget(a.layout)
+    x = torch.randint(1, V, (3, T), generator=torch.Generator().manual_seed(4))
+    with torch.no_grad():
+        one_pass = dict(prefix_states(a, x, [N, 1, 2, 1]))
+        assert list(one_pass) == [1, 2, N] and N > 2
+        for k, z in one_pass.items():
+            assert torch.equal(z, a.core_state(x, plan(a.layout, "prefix", k))), (family, k)
+
+    class Plain(torch.nn.Module):  # a DepthModel without iter_prefix: the generic path
+        layout = a.layout
+        core_state, finish, head = a.core_state, a.finish, a.head
+
+    with torch.no_grad():
+        assert all(torch.equal(z, one_pass[k]) for k, z in prefix_states(Plain(), x, [1, 2, N]))
+    with pytest.raises(ValueError, match=rf"applications must be integers in 1..{N}"):
+        list(prefix_states(a, x, [0]))
+    y = shift_targets(x)
+    f = collect_features(a, [EvalBatch(x, y, torch.arange(3))])
+    real = y != 0
+    assert f.K == N
+    with torch.no_grad():
+        for k in (1, N):
+            logp = torch.log_softmax(a.logits(x, plan(a.layout, "prefix", k)).double(), -1)
+            want = -logp.gather(-1, y.clamp_min(0)[..., None])[..., 0][real]
+            assert torch.allclose(torch.from_numpy(f.nll[:, k - 1]), want, atol=1e-5, rtol=0), (family, k)
+    assert f.agree[:, -1].all()
+
+
 def test_the_default_grids_are_paper_bs():
     from tiedlm_lib import protocol
 

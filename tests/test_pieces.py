@@ -2,14 +2,16 @@
 public pieces, and they agree on every layout of the paper; estimators live in one module; bad token ids are named;
 evaluation helpers restore the caller's training mode."""
 
+import numpy as np
 import pytest
 import torch
+import torch.nn.functional as F
 from conftest import tiny_model
 
 from tiedlm_lib import backprop
 from tiedlm_lib.analysis import state_norms
 from tiedlm_lib.config import TrainConfig
-from tiedlm_lib.data import EvalBatch
+from tiedlm_lib.data import EvalBatch, shift_targets
 from tiedlm_lib.evaluation import depth_stats, evaluate_nll
 from tiedlm_lib.experiments import EXPERIMENTS, experiment
 from tiedlm_lib.model import eval_mode
@@ -173,7 +175,8 @@ def test_a_new_estimator_is_one_entry_in_the_backprop_module(monkeypatch):
 
 def test_full_depth_is_the_trained_model_everywhere_on_an_unequal_loop_layout():
     """On loops of unequal iteration counts, model(x) (the trained model), prefix(N) and speculative decoding agree;
-    model(x, depth=k) runs every loop k times, which prefix(k) (k core applications) is not; exits refuse by name."""
+    model(x, depth=k) runs every loop k times, which prefix(k) (k core applications) is not; exits' last depth is the
+    trained model."""
     from tiedlm_lib.exits import collect_features
     from tiedlm_lib.speculative import generate, plain_greedy
 
@@ -190,8 +193,10 @@ def test_full_depth_is_the_trained_model_everywhere_on_an_unequal_loop_layout():
             m.apply(m.apply(m.prelude(m.embed(x)), "A", 0), "A", 1))), rtol=0, atol=1e-12)
     with pytest.raises(ValueError, match=r"unequal iteration counts \(A 3, B 3, C 2, D 2\)"):
         _ = m.full_depth
-    with pytest.raises(ValueError, match="exits need a depth k whose last value is the trained model"):
-        collect_features(m, [EvalBatch(x, x, torch.arange(2))])
+    f = collect_features(m, [EvalBatch(x, shift_targets(x), torch.arange(2))])  # exits' depth K is the trained model
+    real = shift_targets(x) != 0
+    np.testing.assert_allclose(f.nll[:, -1], -F.log_softmax(full, -1).gather(-1, shift_targets(x).clamp_min(0)[
+        ..., None])[..., 0][real].numpy(), rtol=1e-9)
     prompt = x[0, :4].tolist()
     # verified against the trained model
     assert generate(m, prompt, max_new=5, draft_depth=1, draft_len=2)[0] == plain_greedy(m, prompt, 5)

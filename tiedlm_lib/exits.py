@@ -1,6 +1,7 @@
 """Per-token adaptive depth: exit criteria against the oracle, and exit thresholds with a statistical guarantee.
 
-One pass per evaluation sequence reads out every depth 1..K of the loop and keeps, for each real target and depth,
+One pass per evaluation sequence reads out every depth 1..K (prefix(k): the first k core applications, for any
+``schedules.DepthModel``; in a single tied loop, k iterations) and keeps, for each real target and depth,
 what an exit rule may look at — the max-softmax probability (paper A's rule), the entropy, the KL divergence from the
 previous depth's distribution, the relative change of the loop state, how many depths in a row the top token has
 not changed — and what it is judged by: the target's NLL at that depth and whether its top token equals the
@@ -39,6 +40,7 @@ import torch.nn.functional as F
 from . import devices
 from .data import PAD_ID, EvalBatch
 from .model import eval_mode
+from .schedules import DepthModel, budget, prefix_states
 from .stats import Estimate, bootstrap_indices, percentile
 
 CRITERIA = ("maxprob", "entropy", "kl", "state change", "stability")
@@ -69,13 +71,12 @@ class DepthFeatures:
 
 
 @torch.no_grad()
-def collect_features(model, batches: Iterable[EvalBatch]) -> DepthFeatures:
-    """Read out every depth 1..K (every loop at k; K = ``model.full_depth``, so that depth K is the trained model
-    that exits are judged against; unequal-loop layouts are refused there) for every real target."""
-    try:
-        K = model.full_depth
-    except ValueError as e:
-        raise ValueError(f"exits need a depth k whose last value is the trained model: {e}") from None
+def collect_features(model: DepthModel, batches: Iterable[EvalBatch]) -> DepthFeatures:
+    """Read out every depth k = 1..K for every real target: the state after prefix(k), K = N the core's length, so
+    depth K is the trained model that exits are judged against (``schedules.prefix_states``; any ``DepthModel``).
+    For a single tied loop and no bridge prefix(k) is k iterations, paper A's depth; on other layouts a depth
+    counts core applications (a layer-wise exit), whatever the loops' iteration counts."""
+    K = budget(model.layout)
     cols: dict[str, list] = {k: [] for k in ("nll", "top", "maxprob", "entropy", "kl", "change")}
     docs = []
     with eval_mode(model):
@@ -84,8 +85,8 @@ def collect_features(model, batches: Iterable[EvalBatch]) -> DepthFeatures:
             real = b.targets != PAD_ID
             per: dict[str, list] = {k: [] for k in cols}
             prev_logp, prev_z = None, None
-            for _, z in model.iter_core(b.inputs, range(1, K + 1)):
-                logp = F.log_softmax(model.readout(model.coda(z)).double(), -1)  # (B, T, V)
+            for _, z in prefix_states(model, b.inputs, range(1, K + 1)):
+                logp = F.log_softmax(model.head(model.finish(z)).double(), -1)  # (B, T, V)
                 p = logp.exp()
                 per["nll"].append(-logp.gather(-1, b.targets.clamp_min(0)[..., None])[..., 0])
                 per["top"].append(logp.argmax(-1))

@@ -42,7 +42,7 @@ import torch
 from torch import nn
 
 from .model import eval_mode
-from .schedules import REUSE, Plan, check_plan, split_layout
+from .schedules import REUSE, Plan, check_plan, plan, split_layout
 
 PAD_LOGIT = -1e9  # the pad column's logit under token_offset=1: probability 0 (exp underflows), log finite (float16:
 # half its lowest value, -1e9 does not fit)
@@ -148,6 +148,18 @@ class _Recorded(nn.Module):
         return self.layer(hidden_states, *args, **kwargs)
 
 
+class _Tap(nn.Module):
+    """A pass-through module that keeps the state it receives (``iter_prefix``)."""
+
+    def __init__(self, store: list):
+        super().__init__()
+        self.store = store
+
+    def forward(self, hidden_states, *args, **kwargs):
+        self.store.append(hidden_states)
+        return hidden_states
+
+
 class _Reuse(nn.Module):
     """``frozen``: z_{i+1} = z_i + (z_i − z_{i−1}), the last update re-added without calling a layer."""
 
@@ -238,13 +250,31 @@ class HFDepthModel(nn.Module):
     # ------------------------------------------------------------------ the DepthModel interface
     def core_state(self, tokens: torch.Tensor, p: Plan) -> torch.Tensor:
         """(B, T) -> (B, T, d): the state after plan ``p``'s prelude and core, from the model's own forward."""
-        with self._stack([*self.order(p), _Capture()]):
+        return self._state_after(tokens, self.order(p))
+
+    def _state_after(self, tokens: torch.Tensor, order: Sequence[nn.Module]) -> torch.Tensor:
+        """The state after running the modules ``order`` from the embeddings (the family's own forward)."""
+        with self._stack([*order, _Capture()]):
             try:
                 self.hf(self._ids(tokens), use_cache=False)
             except _Stopped as s:
                 return s.value
         raise RuntimeError(f"{type(self.hf).__name__}'s forward did not call its layers: the family entry "
                            f"{self.family} does not match the model")
+
+    def iter_prefix(self, tokens: torch.Tensor, applications: Sequence[int]) -> Iterator[tuple[int, torch.Tensor]]:
+        """(k, the state after prefix(k)'s core) for each k in sorted(applications), from one forward: the core's
+        first max(k) layers with a ``_Tap`` after each requested k (``schedules.prefix_states`` checks the k)."""
+        ks = sorted(set(applications))
+        p = self.order(plan(self.layout, "prefix", ks[-1]))
+        n_pre, store = len(p) - ks[-1], []
+        order = list(p[:n_pre])
+        for i, layer in enumerate(p[n_pre:]):
+            order.append(layer)
+            if i + 1 in ks:
+                order.append(_Tap(store))
+        self._state_after(tokens, order)
+        yield from zip(ks, store)
 
     def finish(self, z: torch.Tensor) -> torch.Tensor:
         """(B, T, d) -> (B, T, d): the coda and the final norm on a core state (the head's input)."""

@@ -335,6 +335,17 @@ class TiedLM(nn.Module):
         """The coda and the final norm: a core state's head input (B, T, d)."""
         return self.head_input(self.coda(z))
 
+    def iter_prefix(self, tokens: torch.Tensor, applications: Sequence[int]) -> Iterator[tuple[int, torch.Tensor]]:
+        """(k, the state after prefix(k)'s core) for each k in sorted(applications), from one pass through the core
+        (``schedules.prefix_states`` checks the k)."""
+        want = set(applications)
+        core = [s.name for s in self.core_segments for _ in range(s.iters)]
+        z = self.prelude(self.embed(tokens))
+        for i, name in enumerate(core[:max(want)]):
+            z = self.apply(z, name)
+            if i + 1 in want:
+                yield i + 1, z
+
     # ------------------------------------------------------------------ forward
     def iter_core(self, tokens: torch.Tensor, depths: Sequence[int], backprop: str = "full"
                   ) -> Iterator[tuple[int, torch.Tensor]]:

@@ -22,6 +22,7 @@ exact call order.
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
@@ -108,7 +109,9 @@ class DepthModel(Protocol):
     * ``finish(z)``  (B, T, d) -> (B, T, d): the coda and the final norm, i.e. the head's input;
     * ``head(h)``  (B, T, d) -> (B, T, V) logits.
 
-    So a plan's logits are ``head(finish(core_state(tokens, plan)))`` (``plan_logits``)."""
+    So a plan's logits are ``head(finish(core_state(tokens, plan)))`` (``plan_logits``). A model may also offer
+    ``iter_prefix(tokens, applications)``, the prefix states of several k from one pass (``prefix_states``); without
+    it each k is its own ``core_state`` call."""
 
     layout: str
 
@@ -150,3 +153,21 @@ def run_plan(model: DepthModel, tokens: torch.Tensor, p: Plan) -> torch.Tensor:
 
 def plan_logits(model: DepthModel, tokens: torch.Tensor, p: Plan) -> torch.Tensor:
     return model.head(run_plan(model, tokens, p))
+
+
+def prefix_states(model: DepthModel, tokens: torch.Tensor, applications: Sequence[int]
+                  ) -> Iterator[tuple[int, torch.Tensor]]:
+    """(k, the state after prefix(k)'s core) for each k in sorted(applications): a layer-wise early exit's ladder
+    (``exits``). One pass when the model has ``iter_prefix`` (``TiedLM``, ``HFDepthModel``: the states of a prefix
+    are those of the longer prefix, on the way), else one ``core_state`` per k."""
+    N = budget(model.layout)
+    ks = sorted(set(applications))
+    if not ks or any(not isinstance(k, int) or isinstance(k, bool) or not 1 <= k <= N for k in ks):
+        raise ValueError(f"applications must be integers in 1..{N} (the core of {model.layout!r}), got "
+                         f"{list(applications)!r}")
+    fast = getattr(model, "iter_prefix", None)
+    if fast is not None:
+        yield from fast(tokens, ks)
+        return
+    for k in ks:
+        yield k, model.core_state(tokens, plan(model.layout, "prefix", k))

@@ -409,6 +409,50 @@ def test_the_dcp_command_runs_end_to_end_on_saved_checkpoints(tmp_path, capsys):
     assert "differ in architecture" in capsys.readouterr().err
 
 
+def test_a_looped_checkpoint_written_untied_loads_looped_again(tmp_path, capsys):
+    """save_pretrained refuses shared layers; save_untied writes one copy per position, and the loader ties runs of
+    exactly equal consecutive layers again: the model in memory's layout, shared module and logits. --no-retie reads
+    it as a dense stack; a dense checkpoint is never tied; the command gives the looped model every schedule."""
+    import json
+
+    import pandas as pd
+
+    from tiedlm_lib import protocol
+    from tiedlm_lib.__main__ import main
+    from tiedlm_lib.data import kjv_documents
+    from tiedlm_lib.hf import save_untied, tie_repeated_layers
+
+    texts = kjv_documents()[:30]
+    _save_checkpoint(tmp_path / "dense", 0, texts)
+    m = transformers.LlamaForCausalLM.from_pretrained(tmp_path / "dense").eval()
+    layers = m.model.layers
+    m.model.layers = torch.nn.ModuleList([layers[0], layers[1], layers[1], layers[1], layers[4], layers[5]])
+    with pytest.raises(RuntimeError, match="shared tensors"):
+        m.save_pretrained(tmp_path / "refused")
+    save_untied(m, tmp_path / "looped")
+    transformers.AutoTokenizer.from_pretrained(tmp_path / "dense").save_pretrained(tmp_path / "looped")
+    assert m.model.layers[1] is m.model.layers[3]  # the model saved is left looped
+    a, _ = protocol.load_hf(tmp_path / "looped")
+    assert a.layout == "S A*3 S S" and a.layers[1] is a.layers[2] is a.layers[3] is a.blocks["A"]
+    x = torch.randint(1, 301, (2, T), generator=torch.Generator().manual_seed(5))
+    assert torch.allclose(a.logits(x, plan(a.layout, "repeat", 1)), HFDepthModel(m).logits(x, plan(
+        a.layout, "repeat", 1)), atol=1e-6, rtol=0)
+    assert protocol.load_hf(tmp_path / "looped", retie=False)[0].layout == "S S S S S S"
+    dense, _ = protocol.load_hf(tmp_path / "dense")
+    assert dense.dense and tie_repeated_layers(dense.hf) == []
+    data = tmp_path / "docs.jsonl"
+    data.write_text("".join(json.dumps({"text": t}) + "\n" for t in texts))
+    args = ["dcp", "--model", str(tmp_path / "looped"), "--data", str(data), "--n-cal", "10", "--n-boot", "20",
+            "--seq-len", "24", "--ks", "1", "--probes", "head/temperature", "--out", str(tmp_path / "out"),
+            "--device", "cpu"]
+    assert main(args) == 0
+    assert "layout 'S A*3 S S'" in capsys.readouterr().out
+    cond = pd.read_csv(tmp_path / "out" / "conditions.csv")
+    assert set(cond.schedule) == {"prefix", "repeat", "suffix", "frozen"}
+    assert main([*args, "--no-retie"]) == 0
+    assert set(pd.read_csv(tmp_path / "out" / "conditions.csv").schedule) == {"prefix", "suffix"}
+
+
 def test_the_dense_control_folder_is_a_checkpoint_the_command_reads(tmp_path, monkeypatch, capsys):
     """Section 13's dense run (tiedlm_lib.dense) carries its tokenizer and says its ids are the library's: the
     command loads it without the token shift and scores the corpus."""

@@ -268,7 +268,7 @@ def cmd_dcp(args) -> None:
     schedules = [s.strip() for s in args.schedules.split(",") if s.strip()] or None
     results, tables = [], {}
     for folder in tqdm(folders, desc="checkpoints", disable=len(folders) == 1):
-        model, tok = protocol.load_hf(folder, args.allow_network, device)
+        model, tok = protocol.load_hf(folder, args.allow_network, device, retie=not args.no_retie)
         docs = protocol.tokenize(tok, texts, args.seq_len, model.token_offset)
         print(f"{folder}: {type(model.hf).__name__}, layout {model.layout!r}, {len(docs)} documents "
               f"({args.n_cal} calibration)", flush=True)
@@ -316,6 +316,9 @@ def _add_dcp_parser(sub) -> None:
     sp.add_argument("--out", default="dcp-out", help="folder for the tables, figure and run.json (default dcp-out)")
     sp.add_argument("--device", default=None, help="cpu or cuda (default: TIEDLM_DEVICE, else cuda when available)")
     sp.add_argument("--allow-network", action="store_true", help="let --model name a hub id (downloads it)")
+    sp.add_argument("--no-retie", action="store_true", help="keep consecutive layers of exactly equal weights as "
+                    "separate layers (by default they are one shared module: a looped model saved by "
+                    "tiedlm_lib.hf.save_untied)")
     sp.set_defaults(fn=cmd_dcp)
 
 

@@ -107,6 +107,58 @@ def _layout(layers: Sequence[nn.Module]) -> tuple[str, list[str]]:
     return " ".join(tokens), names
 
 
+def _same_layer(a: nn.Module, b: nn.Module) -> bool:
+    """Two layer modules of one class whose parameters and buffers are all exactly equal."""
+    if type(a) is not type(b):
+        return False
+    sa, sb = a.state_dict(), b.state_dict()
+    return sa.keys() == sb.keys() and all(sa[k].shape == sb[k].shape and torch.equal(sa[k], sb[k]) for k in sa)
+
+
+def tie_repeated_layers(model: nn.Module) -> list[tuple[int, int]]:
+    """Make a loaded looped model looped again: each run of consecutive decoder layers with exactly equal weights
+    (and, for Qwen2/3, one attention kind) becomes one shared module, the run's first, in place. ``save_pretrained``
+    cannot write a stack whose layers share a module (``save_untied`` writes it with a copy per position), so a
+    looped checkpoint comes back from disk as a stack of equal layers. Returns the runs tied, (first position,
+    length), in order; none for a dense model (independently trained layers are never exactly equal)."""
+    fam = _family(model)
+    layers = list(_get(model, fam.layers))
+    types = getattr(model.config, "layer_types", None) or [None] * len(layers)
+    runs, i = [], 0
+    while i < len(layers):
+        j = i
+        while j + 1 < len(layers) and types[j + 1] == types[i] and (layers[j + 1] is layers[i]
+                                                                    or _same_layer(layers[i], layers[j + 1])):
+            j += 1
+        if j > i:
+            runs.append((i, j - i + 1))
+            layers[i:j + 1] = [layers[i]] * (j - i + 1)
+        i = j + 1
+    _set(model, fam.layers, nn.ModuleList(layers))
+    return runs
+
+
+def save_untied(model: nn.Module, folder, **kwargs) -> None:
+    """``save_pretrained`` of a looped model: a copy in which every position of the stack has its own copy of its
+    layer (the weights written once per position); ``tie_repeated_layers`` (the dcp command's default) ties them
+    again after loading. ``kwargs`` go to ``save_pretrained``."""
+    import copy
+
+    fam = _family(model)
+    twin = copy.deepcopy(model)
+    _set(twin, fam.layers, nn.ModuleList(copy.deepcopy(m) for m in _get(twin, fam.layers)))
+    twin.save_pretrained(folder, **kwargs)
+
+
+def _family(model: nn.Module) -> Family:
+    """The family of a model's class, matched along its MRO (a subclass keeps its family), or a clear refusal."""
+    known = [c.__name__ for c in type(model).__mro__ if c.__name__ in FAMILIES]
+    if not known:
+        raise ValueError(f"{type(model).__name__} is not a supported family (supported: "
+                         f"{', '.join(sorted(FAMILIES))}); to add it, {HOW_TO_ADD}")
+    return FAMILIES[known[0]]
+
+
 class _Stopped(Exception):
     """Raised inside the model's forward to return a state from the middle of it."""
 
@@ -177,15 +229,11 @@ class HFDepthModel(nn.Module):
 
     def __init__(self, model: nn.Module, token_offset: int = 1):
         super().__init__()
-        name = type(model).__name__
-        known = [c.__name__ for c in type(model).__mro__ if c.__name__ in FAMILIES]  # a subclass keeps its family
-        if not known:
-            raise ValueError(f"{name} is not a supported family (supported: {', '.join(sorted(FAMILIES))}); to add it, "
-                             f"{HOW_TO_ADD}")
+        family = _family(model)
         if token_offset not in (0, 1):
             raise ValueError(f"token_offset must be 1 (a Hugging Face vocabulary: library id t is the model's id t-1, "
                              f"0 is pad) or 0 (a model trained on the library's ids), got {token_offset!r}")
-        self.hf, self.family, self.token_offset = model, FAMILIES[known[0]], token_offset
+        self.hf, self.family, self.token_offset = model, family, token_offset
         self.layers = list(_get(model, self.family.layers))
         self.layout, self.names = _layout(self.layers)
         self.blocks = dict(zip(self.names, self.layers))

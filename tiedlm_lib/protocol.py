@@ -10,8 +10,10 @@ What runs, per checkpoint: the documents are tokenised by the checkpoint's own t
 A dense model gets paper B's negative-control grid, k = round(f·L) for f in 0.25, 0.5, 0.75, 0.86, 0.93, 1, with
 prefix and suffix (paper B also ran repeat there; it is refused here, for the reason paper B itself gives:
 ``hf.HFDepthModel``); a looped model gets prefix, repeat, suffix and frozen at k = 1, 2, 4, ... N. A looped model
-reaches this module from Python only: ``save_pretrained`` refuses a stack whose layers share one module, and a
-loaded folder has separate modules, so build the stack in memory and wrap it (``hf.HFDepthModel``). Tables:
+is found from its weights: ``save_pretrained`` cannot write layers that share one module, so a looped checkpoint
+(written by ``hf.save_untied``, or any stack whose loop is stored once per position) loads as consecutive layers
+with exactly equal weights, which ``hf.tie_repeated_layers`` makes one shared module again (``retie=False``, the
+command's ``--no-retie``, keeps them separate: the model as a dense stack). Tables:
 
 * ``conditions``: raw and recalibrated NLL per schedule and k, with ECE and the forward's seconds per token;
 * ``shares``: for each probe and each k < N, the share of the gap prefix(k) − prefix(N) that the probe removes,
@@ -53,17 +55,18 @@ from .stats import Estimate, value
 DENSE_FRACTIONS = (0.25, 0.5, 0.75, 0.86, 0.93, 1.0)  # paper B's negative control (PROTOCOL §8)
 
 
-def load_hf(folder: str | Path, allow_network: bool = False, device: str = "cpu"):
-    """(HFDepthModel, tokenizer) of a ``save_pretrained`` folder, in float32 and eval mode on ``device``. A hub id
-    instead of a folder is loaded only with ``allow_network=True`` (the machine may have no network; the default
-    never tries it)."""
+def load_hf(folder: str | Path, allow_network: bool = False, device: str = "cpu", retie: bool = True):
+    """(HFDepthModel, tokenizer) of a ``save_pretrained`` folder, in float32 and eval mode on ``device``; with
+    ``retie`` consecutive layers of exactly equal weights are one shared module (a looped model, see the module
+    docstring). A hub id instead of a folder is loaded only with ``allow_network=True`` (the machine may have no
+    network; the default never tries it)."""
     try:
         import transformers
     except ImportError:
         raise ImportError("the dcp command needs transformers: pip install 'tiedlm[hf]'") from None
     import torch
 
-    from .hf import HFDepthModel
+    from .hf import HFDepthModel, tie_repeated_layers
 
     check_checkpoints([str(folder)], allow_network)
     local = not allow_network
@@ -76,6 +79,8 @@ def load_hf(folder: str | Path, allow_network: bool = False, device: str = "cpu"
                                 f"weights with tokenizer.save_pretrained): {e}") from None
     # a model trained on the library's own ids (tiedlm_lib.dense) says so in its config: no shift
     offset = getattr(model.config, "tiedlm_token_offset", 1)
+    if retie:
+        tie_repeated_layers(model)
     return HFDepthModel(model.eval().to(device), token_offset=offset), tok
 
 

@@ -7,11 +7,11 @@ speed-up comes with a bootstrap CI over prompts (paired). Runs that are not in t
 train them first). Run nothing else meanwhile: timings on 2 cores are sensitive to any other process.
 
     OMP_NUM_THREADS=2 .venv/bin/python benchmarks/speculative.py --csv benchmarks/results/speculative_cpu.csv \
-        --readme README.md
+        --readme docs/library.md
 
-``--readme`` rewrites the README's generated block (best configuration per model, and sentences computed from the
-numbers: ``speculative.readme_markdown``) from the summary just measured; with ``--from-csv`` it times nothing and
-regenerates the block from a committed summary CSV.
+``--readme`` rewrites that page's generated block (docs/library.md: the best configuration per model, and sentences
+computed from the numbers, ``speculative.readme_markdown``) from the summary just measured; with ``--from-csv`` it
+times nothing and regenerates the block from a committed summary CSV.
 """
 import argparse
 import time

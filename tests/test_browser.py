@@ -176,6 +176,15 @@ SELF_CHECK = """<script>window.addEventListener('load', () => {
                .length,
              errors: document.querySelectorAll('[data-mime-type="application/vnd.jupyter.stderr"],' +
                                                '[data-mime-type="application/vnd.jupyter.error"]').length};
+  // a table or figure must fit the page's column unless it sits in a box that scrolls (overflow-x auto/scroll)
+  const scrolls = e => { for (let a = e; a && a !== document.body; a = a.parentElement) {
+    if (['auto', 'scroll'].includes(getComputedStyle(a).overflowX) && a.scrollWidth > 0) return true; } return false; };
+  const col = document.body.getBoundingClientRect();
+  r.spill = [...document.querySelectorAll('table'), ...figs].filter(e => { const b = e.getBoundingClientRect();
+    return !scrolls(e.parentElement) && (b.right > col.right + 1 || b.left < col.left - 1); }).length;
+  // a code block showing an escaped entity (&quot; as text) was escaped twice
+  r.entities = [...document.querySelectorAll('pre, code')].filter(e => /&(quot|lt|gt|amp|#[0-9]+|#x[0-9a-f]+);/i
+    .test(e.textContent)).length;
   const p = document.createElement('pre'); p.id = 'selfcheck'; p.textContent = JSON.stringify(r);
   document.body.appendChild(p);
 });</script>"""
@@ -196,11 +205,17 @@ def _self_check(browser: str, text: str, probe: Path) -> dict:
 
 
 def test_the_page_checks_catch_what_they_look_for(tmp_path):
-    bad = ("<html><body><div style='width:3000px'>wide</div><div class='jp-OutputArea-output'>"
+    bad = ("<html><body style='width:600px'><div style='width:3000px'>wide</div><div class='jp-OutputArea-output'>"
            "<svg width='0' height='0'></svg></div><div data-mime-type='application/vnd.jupyter.stderr'>x</div>"
-           "</body></html>")
+           "<div style='overflow:hidden'><table style='width:900px'><tr><td>clipped</td></tr></table></div>"
+           "<div style='overflow-x:auto'><table style='width:900px'><tr><td>scrolls</td></tr></table></div>"
+           "<pre><code>f&amp;quot;{x}&amp;quot;</code></pre><pre><code>a &lt; b</code></pre></body></html>")
     r = _self_check(_chromium(), bad, tmp_path / "bad.html")
-    assert r == {"overflow": True, "figures": 1, "empty": 1, "errors": 1}
+    assert r == {"overflow": True, "figures": 1, "empty": 1, "errors": 1, "spill": 1, "entities": 2}
+    good = ("<html><body style='width:600px'><div style='overflow-x:auto'><table style='width:900px'><tr><td>x"
+            "</td></tr></table></div><pre><code>a &lt; b and f\"{x}\"</code></pre></body></html>")
+    assert _self_check(_chromium(), good, tmp_path / "good.html") == {"overflow": False, "figures": 0, "empty": 0,
+                                                                      "errors": 0, "spill": 0, "entities": 0}
 
 
 def test_every_page_reads_cleanly_in_the_browser(smoke_paper, tmp_path):
@@ -224,6 +239,8 @@ def test_every_page_reads_cleanly_in_the_browser(smoke_paper, tmp_path):
         assert not r["overflow"], f"{page.name}: the body overflows horizontally"
         assert r["empty"] == 0, f"{page.name}: {r['empty']} of {r['figures']} figures have no rendered size"
         assert r["errors"] == 0, f"{page.name}: {r['errors']} stderr or error boxes"
+        assert r["spill"] == 0, f"{page.name}: {r['spill']} tables or figures overflow their box"
+        assert r["entities"] == 0, f"{page.name}: {r['entities']} code blocks show an escaped entity"
     section = next(p for p in pages if p.name != "index.html")
     for page, name in ((html_dir / "index.html", "index.png"), (section, "section.png")):
         shot = ROOT / "paper" / "smoke" / name

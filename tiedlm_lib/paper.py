@@ -26,9 +26,10 @@ import time
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
 
-from .atomic import atomic_write_text
+from .atomic import atomic_write_text, replace_block
 from .claims import abstract_findings, read_ledger, update_findings
 from .paths import project_root
+from .scale_card import CARD_BEGIN, CARD_END, card_markdown, scale_card
 
 ABSTRACT = """\
 Weight-tied ("looped") language models apply one Transformer block k times, z ← z + α·f(z), between a few ordinary
@@ -255,6 +256,16 @@ def claims_table(ledger: dict, anchored: set[str] = frozenset()) -> str:
             + "</tbody></table></div>")
 
 
+def card_html(scale: str) -> str:
+    """The scale card (``scale_card.scale_card``) as an HTML table in its own scrolling box."""
+    rows = scale_card(scale)
+    cols = list(rows[0])
+    head = "".join(f"<th>{_esc(c)}</th>" for c in cols)
+    body = "".join("<tr>" + "".join(f"<td>{_esc(r[c])}</td>" for c in cols) + "</tr>" for r in rows)
+    return (f"<div class='scroll'><table id='scale-card'><thead><tr>{head}</tr></thead><tbody>{body}</tbody>"
+            "</table></div>")
+
+
 def _inline_svg(path: Path) -> str:
     svg = re.sub(r"^<\?xml[^>]*>\s*", "", path.read_text())
     return re.sub(r"<svg\b", "<svg style='max-width:100%;height:auto'", svg, count=1)
@@ -306,9 +317,11 @@ def prepare_for_reading(nb, executed_with: dict) -> None:
                                                                    and o.get("name") == "stderr")]
             if src.strip():
                 label = "parameters" if "parameters" in tags else "code"
+                # one line: a blank line inside a Markdown HTML block ends it, and the rest would be parsed as
+                # Markdown (nested code blocks, escaped entities, lost indentation); &#10; is a newline in <pre>
+                code = html.escape(src).replace("\n", "&#10;")
                 cells.append(nbformat.v4.new_markdown_cell(
-                    f"<details class='tiedlm-code'><summary>{label}</summary><pre><code>{html.escape(src)}</code>"
-                    "</pre></details>"))
+                    f"<details class='tiedlm-code'><summary>{label}</summary><pre><code>{code}</code></pre></details>"))
         cells.append(c)
     nb.cells = cells
 
@@ -358,6 +371,8 @@ Fundamental Trade-off") and paper B ("Beyond Depth Truncation", the Depth Contro
 <b>{_esc(scale)}</b> scale.</i></p>
 <h2>Abstract</h2><p>{_esc(ABSTRACT)}</p><p id='findings'><b>Findings at this scale.</b>
 {_esc(abstract_findings(ledger))}</p>
+<h2>The scale</h2><p>Paper A's configuration against this scale's, generated from the registry, with the reason
+for every change:</p>{card_html(scale)}
 <h2>Sections</h2><ol>{secs}</ol>
 <h2>Claims ledger</h2><p>{len(ledger.get('claims', []))} verdicts from the sections
 {'(also as <a href="../claims.md">claims.md</a>)' if claims_md.is_file() else ''}.</p>
@@ -426,8 +441,9 @@ def main(argv: list[str] | None = None) -> int:
         if not a.html_only:
             execute(a.scale, only, log=lambda m: print(m, flush=True), seeds=seeds, jobs=a.jobs)
         index = render_html(a.scale, name=name)
-        if name == "cpu":  # the README's headline table is the three-seed cpu ledger's
+        if name == "cpu":  # the README's findings are the cpu ledger's, its scale card the cpu scale's
             update_findings(project_root() / "README.md", read_ledger(project_root() / "paper" / "cpu"))
+            replace_block(project_root() / "README.md", CARD_BEGIN, CARD_END, card_markdown("cpu"))
     except (ValueError, FileNotFoundError, NotebookFailed) as e:
         print(f"error: {e}", file=sys.stderr)
         return 1

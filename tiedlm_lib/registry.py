@@ -281,11 +281,8 @@ def experiment(name: str, scale: str = "cpu", seed: int = 0, overrides: dict[str
     s = get_scale(scale)
     overrides = dict(overrides or {})
     size_name = overrides.pop("size", exp.size)  # "small" | "large": the scale's size preset
-    if size_name not in ("small", "large"):
-        raise ValueError(f"size must be 'small' or 'large', got {size_name!r}")
+    model = model_config(name, scale, size_name)
     size: Size = getattr(s, size_name)
-    model = ModelConfig(vocab_size=s.vocab_size, d_model=size.d_model, n_heads=size.n_heads, layout=exp.layout(s),
-                        max_seq_len=s.seq_len)
     train = TrainConfig(batch_size=s.batch_size, lr=size.lr, lr_min=size.lr_min, seed=seed, data_seed=42 + seed,
                         log_every=s.log_every, checkpoint_every=s.checkpoint_every, **exp.train_fields(s))
     run = RunConfig(name, scale, model, train, _data_config(s))
@@ -335,9 +332,18 @@ def sft_run(base: RunConfig, name: str, loss: str = "paper", steps: int | None =
 
 def paper_config(name: str) -> ModelConfig:
     """The exact model of a paper version (PROTOCOL §3.4) at V = 23005."""
-    s, exp = SCALES["paper"], _lookup(name)
-    size = getattr(s, exp.size)
-    return ModelConfig(vocab_size=s.vocab_size, d_model=size.d_model, n_heads=size.n_heads, layout=exp.layout(s),
+    return model_config(name, "paper")
+
+
+def model_config(name: str, scale: str = "cpu", size: str | None = None) -> ModelConfig:
+    """The model of a named experiment at a scale (its size preset, or ``size``), without its data: no corpus is
+    needed (``experiment`` builds the whole run)."""
+    s, exp = get_scale(scale), _lookup(name)
+    size = exp.size if size is None else size
+    if size not in ("small", "large"):
+        raise ValueError(f"size must be 'small' or 'large', got {size!r}")
+    z: Size = getattr(s, size)
+    return ModelConfig(vocab_size=s.vocab_size, d_model=z.d_model, n_heads=z.n_heads, layout=exp.layout(s),
                        max_seq_len=s.seq_len)
 
 

@@ -345,7 +345,7 @@ def _summarise(rows: list[dict], configs: Sequence[tuple[int, int]], n_boot: int
 
 
 README_BEGIN = ("<!-- speculative: generated from benchmarks/results/speculative_cpu.csv by benchmarks/speculative.py "
-                "--readme README.md -->")
+                "--readme docs/library.md -->")
 README_END = "<!-- speculative: end -->"
 README_MODEL = "multi-depth (v4)"  # the model the goal is stated for, as the benchmark script labels it
 SPEED_GOAL = 1.5  # the goal tokens/s ratio over plain cached decoding, on the multi-depth model (issue 18)
@@ -379,11 +379,11 @@ def _noise_sentence(rows: Sequence[dict]) -> str:
 
 
 def readme_markdown(summary: Sequence[dict], goal_model: str, goal: float = SPEED_GOAL) -> str:
-    """The README's speculative-decoding block from ``benchmark`` summary rows that carry a ``model`` column: the
-    best configuration per model (highest speed-up) as a table, then sentences whose every number and direction word
-    comes from those rows — whether ``goal_model`` reaches ``goal`` (its CI's lower end at or above it: "reached";
-    the upper end below: "not reached"; else "not settled"), and how the speed-up compares with the bound the block
-    calls alone would give."""
+    """The speculative-decoding block of docs/library.md from ``benchmark`` summary rows that carry a ``model``
+    column: the best configuration per model (highest speed-up) as a table, then sentences whose every number and
+    direction word comes from those rows — whether ``goal_model`` reaches ``goal`` (its CI's lower end at or above
+    it: "reached"; the upper end below: "not reached"; else "not settled"), and how the speed-up compares with the
+    bound the block calls alone would give."""
     if not summary:
         raise ValueError("readme_markdown needs benchmark summary rows, got none")
     best: dict[str, dict] = {}

@@ -147,9 +147,10 @@ def test_the_loop_placement_undoes_what_the_head_placement_cannot():
     cal, ev = (_distorted(loop, lambda x: x * a).of_docs(d) for d in (docs[:72], docs[72:]))
     clean = value(probe_nll(m, loop.of_docs(docs[72:]), placement="loop"))
     raw = value(probe_nll(m, ev, placement="loop"))
-    r = Readout(m, "loop")
-    with torch.no_grad():  # the same distorted states seen at the head placement
-        to_head = lambda s: States(r.model.head_input(r.model.coda(s.x)), s.y, s.doc)  # noqa: E731
+    def to_head(s: States) -> States:  # the same distorted states seen at the head placement
+        with torch.no_grad():
+            return States(m.head_input(m.coda(s.x)), s.y, s.doc)
+
     got = {}
     for placement, c, e in (("loop", cal, ev), ("head", to_head(cal), to_head(ev))):
         fitted = fit_probe(m, c, ProbeSpec(placement, "diagonal"), lams=(1e-5, 1e-4), max_widen=0)
@@ -386,3 +387,22 @@ def test_share_interval_covers_a_known_share_with_30_refits_and_not_with_3():
             hits[R] += e.lo <= truth <= e.hi
     assert 0.91 <= hits[30] / 300 <= 0.985
     assert hits[3] / 300 < 0.85
+
+
+def test_the_readout_shares_the_model_and_freezes_it_per_call(setup):
+    """No copy of the model (a large checkpoint is not duplicated per placement): gradients reach the state, never
+    the model's parameters, whose flags and training mode are restored after each call."""
+    m, _, loop = setup
+    r = Readout(m, "loop")
+    assert r.model is m and list(r.parameters()) == []
+    m.train()
+    try:
+        x = loop.x[:2].clone().requires_grad_(True)
+        r(x).logsumexp(-1).sum().backward()
+        assert x.grad is not None and x.grad.abs().sum() > 0
+        assert all(p.grad is None and p.requires_grad for p in m.parameters()) and m.training
+        seen = []
+        r._call(lambda z: seen.append((m.training, any(p.requires_grad for p in m.parameters()))) or z, x)
+        assert seen == [(False, False)]  # inside a call: eval mode, no parameter gradient
+    finally:
+        m.eval()

@@ -242,12 +242,10 @@ def cmd_eval(args) -> None:
     print(f"written {r.dir / 'eval.json'}")
 
 
-def cmd_dcp(args) -> None:
-    """The Depth Control Protocol on local Hugging Face checkpoints (``tiedlm_lib.protocol``)."""
-    import torch
-    from tqdm.auto import tqdm
-
-    from . import protocol
+def _dcp_arguments(args) -> tuple[list[str], list[str], list[str] | None]:
+    """The dcp command's arguments checked before any model loads: (folders, probes, schedules or None)."""
+    from .lens import ProbeSpec
+    from .schedules import SCHEDULE_NAMES
 
     folders = [f.strip() for f in args.model.split(",") if f.strip()]
     if not folders:
@@ -255,17 +253,34 @@ def cmd_dcp(args) -> None:
     probes = [q.strip() for q in args.probes.split(",") if q.strip()]
     if not probes:
         raise ValueError("--probes is empty: name at least one, e.g. head/diagonal")
-    from .lens import ProbeSpec
-
     for q in probes:
         ProbeSpec.parse(q)  # a bad name fails before any model loads
+    for flag, v, least in (("--seq-len", args.seq_len, 2), ("--batch-size", args.batch_size, 1),
+                           ("--n-boot", args.n_boot, 1), ("--n-cal", args.n_cal, 1)):
+        if v < least:
+            raise ValueError(f"{flag} must be at least {least}" + (" (a target needs a token before it)"
+                                                                  if flag == "--seq-len" else "") + f", got {v}")
+    schedules = [s.strip() for s in args.schedules.split(",") if s.strip()] or None
+    bad = [s for s in schedules or [] if s not in SCHEDULE_NAMES]
+    if bad:
+        raise ValueError(f"--schedules must be among {', '.join(SCHEDULE_NAMES)}, got {', '.join(bad)}")
+    return folders, probes, schedules
+
+
+def cmd_dcp(args) -> None:
+    """The Depth Control Protocol on local Hugging Face checkpoints (``tiedlm_lib.protocol``)."""
+    import torch
+    from tqdm.auto import tqdm
+
+    from . import protocol
+
+    folders, probes, schedules = _dcp_arguments(args)
     protocol.check_checkpoints(folders, args.allow_network)
     texts = protocol.read_documents(args.data, args.text_field, args.max_docs)
     if args.n_cal >= len(texts):
         raise ValueError(f"--n-cal {args.n_cal} leaves no evaluation documents: {args.data} has {len(texts)}")
     device = args.device or os.environ.get("TIEDLM_DEVICE") or ("cuda" if torch.cuda.is_available() else "cpu")
     ks = _ints(args.ks, "--ks") if args.ks else None
-    schedules = [s.strip() for s in args.schedules.split(",") if s.strip()] or None
     results, tables = [], {}
     for folder in tqdm(folders, desc="checkpoints", disable=len(folders) == 1):
         model, tok = protocol.load_hf(folder, args.allow_network, device, retie=not args.no_retie)

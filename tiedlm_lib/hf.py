@@ -6,11 +6,12 @@ one of them again, or an update re-added (``tiedlm_lib.schedules``) — and for 
 ``HFDepthModel`` gets both from the model's own forward: for one call it replaces the stack of decoder layers with
 the sequence the schedule needs, made of the *same* layer modules, and sets the config's layer count (and, for
 Qwen2/3, the per-layer attention types) to match. So the family's own code still builds the attention mask, the
-rotary or learned positions and calls each layer; nothing of a layer is re-implemented. Three small modules join
+rotary or learned positions and calls each layer; nothing of a layer is re-implemented. Five small modules join
 the sequence where needed: ``_Capture`` ends it and stops the forward with the state it receives (``core_state``:
 the prelude and core only, no head computed); ``_Inject`` starts it with a given state in place of the embeddings
 (``finish``: the coda and the final norm, whose output a hook returns); ``_Reuse`` re-adds the last update
-(``frozen``), from the inputs ``_Recorded`` keeps. A family therefore needs only three facts (``Family``: where its
+(``frozen``), from the inputs ``_Recorded`` keeps; ``_Tap`` keeps the state after a layer (``iter_prefix``: every
+prefix of one forward). A family therefore needs only three facts (``Family``: where its
 layers, their count and its final norm are; the head is ``get_output_embeddings()``); a family it does not know is
 refused with the class name and how to add one (``HOW_TO_ADD``).
 
@@ -42,7 +43,7 @@ import torch
 from torch import nn
 
 from .model import eval_mode
-from .schedules import REUSE, Plan, check_plan, plan, split_layout
+from .schedules import REPEAT_ON_DENSE, REUSE, Plan, check_plan, plan, split_layout
 
 PAD_LOGIT = -1e9  # the pad column's logit under token_offset=1: probability 0 (exp underflows), log finite (float16:
 # half its lowest value, -1e9 does not fit)
@@ -139,15 +140,42 @@ def tie_repeated_layers(model: nn.Module) -> list[tuple[int, int]]:
 
 
 def save_untied(model: nn.Module, folder, **kwargs) -> None:
-    """``save_pretrained`` of a looped model: a copy in which every position of the stack has its own copy of its
-    layer (the weights written once per position); ``tie_repeated_layers`` (the dcp command's default) ties them
-    again after loading. ``kwargs`` go to ``save_pretrained``."""
+    """``save_pretrained`` of a looped model, every position of the stack with its own copy of its layer for the
+    duration (the weights written once per position; the model is left as it was); ``tie_repeated_layers`` (the
+    dcp command's default) ties them again after loading. ``kwargs`` go to ``save_pretrained``."""
     import copy
 
     fam = _family(model)
-    twin = copy.deepcopy(model)
-    _set(twin, fam.layers, nn.ModuleList(copy.deepcopy(m) for m in _get(twin, fam.layers)))
-    twin.save_pretrained(folder, **kwargs)
+    layers, seen, own = list(_get(model, fam.layers)), set(), []
+    for m in layers:  # a copy for each repeat only: memory grows by the loop's extra positions, not the model
+        own.append(copy.deepcopy(m) if id(m) in seen else m)
+        seen.add(id(m))
+    _set(model, fam.layers, nn.ModuleList(own))
+    try:
+        model.save_pretrained(folder, **kwargs)
+    finally:
+        _set(model, fam.layers, nn.ModuleList(layers))
+
+
+def _check_stack(model: nn.Module, family: Family, layers: Sequence[nn.Module]) -> None:
+    """The stack is the one the model's forward runs: the config's layer count (the forward may slice by it) and,
+    for Qwen2/3, one attention kind per position, the same at every position of a shared layer."""
+    name, n = type(model).__name__, getattr(model.config, family.count)
+    if n != len(layers):
+        raise ValueError(f"{name}: config.{family.count} = {n} but {family.layers} holds {len(layers)} layers; its "
+                         f"forward may run only the first {n}: set config.{family.count} to the stack's length")
+    types = getattr(model.config, "layer_types", None)
+    if types is None:
+        return
+    if len(types) != len(layers):
+        raise ValueError(f"{name}: config.layer_types names {len(types)} layers, the stack holds {len(layers)}")
+    kinds: dict[int, set] = {}
+    for m, t in zip(layers, types):
+        kinds.setdefault(id(m), set()).add(t)
+    mixed = [sorted(k) for k in kinds.values() if len(k) > 1]
+    if mixed:
+        raise ValueError(f"{name}: a shared layer sits at positions of different attention kinds ({mixed[0]}); "
+                         "a loop's positions must share one kind (config.layer_types)")
 
 
 def _family(model: nn.Module) -> Family:
@@ -235,6 +263,7 @@ class HFDepthModel(nn.Module):
                              f"0 is pad) or 0 (a model trained on the library's ids), got {token_offset!r}")
         self.hf, self.family, self.token_offset = model, family, token_offset
         self.layers = list(_get(model, self.family.layers))
+        _check_stack(model, family, self.layers)
         self.layout, self.names = _layout(self.layers)
         self.blocks = dict(zip(self.names, self.layers))
         types = getattr(model.config, "layer_types", None)  # Qwen2/3: each layer's attention kind, by position
@@ -259,7 +288,7 @@ class HFDepthModel(nn.Module):
         old_types = getattr(cfg, "layer_types", None)
         _set(self.hf, fam.layers, nn.ModuleList(order))  # the same modules: no copy of any weight
         setattr(cfg, fam.count, len(order))
-        if self._types is not None:  # keyed at call time: a deep copy (lens.Readout) has other module ids
+        if self._types is not None:  # keyed at call time: a deep copy has other module ids
             kind = {id(m): t for m, t in zip(self.layers, self._types)}
             cfg.layer_types = [kind.get(id(getattr(m, "layer", m)), "full_attention") for m in order]
         try:
@@ -275,10 +304,7 @@ class HFDepthModel(nn.Module):
         re-added update)."""
         check_plan(self.layout, p)
         if self.dense and p.schedule == "repeat":
-            raise ValueError("schedule 'repeat' is refused on a dense model: as paper B notes, its linchpin control is "
-                             "realisable only with depth-wise weight sharing; in a dense network, repeating a layer "
-                             "creates a different model (paper B's negative control ran it anyway; here a dense model "
-                             "gets prefix and suffix)")
+            raise ValueError(REPEAT_ON_DENSE)
         out: list[nn.Module] = [self.blocks[n] for n in p.prelude]
         if REUSE not in p.core:
             return out + [self.blocks[n] for n in p.core]

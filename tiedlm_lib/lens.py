@@ -25,9 +25,8 @@ Differences from paper B: its diagonal fit ran 20 L-BFGS iterations and chose λ
 
 from __future__ import annotations
 
-import copy
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -110,22 +109,41 @@ class States:
 
 class Readout(nn.Module):
     """The part of the model after a placement — the head, or for ``loop`` the model's own coda, final norm and head
-    — as a frozen copy in eval mode, so that fitting a probe never touches the model's parameters or gradients."""
+    — run frozen: every call holds the model's parameters without gradients and the model in eval mode (both
+    restored after it), so fitting a probe never touches the model's parameters or gradients. The model is shared,
+    not copied (a Hugging Face checkpoint of billions of parameters is not duplicated per placement), and is not a
+    submodule (moving or listing the readout's parameters never reaches it)."""
 
     def __init__(self, model, placement: str):
         super().__init__()
         ProbeSpec(placement, "temperature")  # validates the placement
         self.placement = placement
-        self.model = copy.deepcopy(model).requires_grad_(False).eval()
+        self._ref = (model,)  # a tuple: nn.Module does not register it
 
     @property
-    def head(self) -> nn.Module:
-        return self.model.head
+    def model(self):
+        return self._ref[0]
+
+    @property
+    def head(self) -> Callable[[torch.Tensor], torch.Tensor]:
+        """The model's head, run frozen."""
+        return lambda h: self._call(self.model.head, h)
+
+    def _call(self, fn, x: torch.Tensor) -> torch.Tensor:
+        params = [(p, p.requires_grad) for p in self.model.parameters()]
+        for p, _ in params:
+            p.requires_grad_(False)
+        try:
+            with eval_mode(self.model):
+                return fn(x)
+        finally:
+            for p, flag in params:
+                p.requires_grad_(flag)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if self.placement == "loop":
-            return self.model.head(self.model.finish(x))
-        return self.model.head(x)
+            return self._call(lambda z: self.model.head(self.model.finish(z)), x)
+        return self._call(self.model.head, x)
 
 
 @torch.no_grad()

@@ -49,7 +49,7 @@ from .atomic import atomic_write_text
 from .data import TokenDocs, _jsonl_objects, eval_batches
 from .lens import share_interval
 from .report import markdown_table
-from .schedules import budget
+from .schedules import REPEAT_ON_DENSE, SCHEDULE_NAMES, budget
 from .stats import Estimate, value
 
 DENSE_FRACTIONS = (0.25, 0.5, 0.75, 0.86, 0.93, 1.0)  # paper B's negative control (PROTOCOL §8)
@@ -70,8 +70,12 @@ def load_hf(folder: str | Path, allow_network: bool = False, device: str = "cpu"
 
     check_checkpoints([str(folder)], allow_network)
     local = not allow_network
-    model = transformers.AutoModelForCausalLM.from_pretrained(str(folder), local_files_only=local,
-                                                              dtype=torch.float32)
+    try:
+        model = transformers.AutoModelForCausalLM.from_pretrained(str(folder), local_files_only=local,
+                                                                  dtype=torch.float32)
+    except (OSError, ValueError) as e:
+        raise FileNotFoundError(f"--model {folder!r}: transformers could not load a causal LM from it (a "
+                                f"save_pretrained folder has config.json and its weights): {e}") from None
     try:
         tok = transformers.AutoTokenizer.from_pretrained(str(folder), local_files_only=local)
     except (OSError, ValueError) as e:
@@ -87,7 +91,10 @@ def load_hf(folder: str | Path, allow_network: bool = False, device: str = "cpu"
 def check_checkpoints(folders: Sequence[str], allow_network: bool = False) -> None:
     """Before any model loads: every folder a ``save_pretrained`` directory, and, when several are pooled, all of
     one architecture (class, vocabulary, layer count), so that their shares are the same quantities."""
-    import transformers
+    try:
+        import transformers
+    except ImportError:
+        raise ImportError("the dcp command needs transformers: pip install 'tiedlm[hf]'") from None
 
     keys = {}
     for f in folders:
@@ -179,6 +186,11 @@ def _checked(model, ks, schedules, probes, n_eval, seq_len) -> tuple[list[int], 
     schedules = list(schedules or default_schedules(model))
     if "prefix" not in schedules:
         raise ValueError(f"schedules must include 'prefix' (every gap is prefix(k) - prefix(N)), got {schedules}")
+    unknown = [s for s in schedules if s not in SCHEDULE_NAMES]
+    if unknown:
+        raise ValueError(f"schedules must be among {', '.join(SCHEDULE_NAMES)}, got {unknown}")
+    if "repeat" in schedules and getattr(model, "dense", False):
+        raise ValueError(REPEAT_ON_DENSE)
     if not probes:
         raise ValueError("probes is empty: name at least one, e.g. head/diagonal")
     if n_eval is not None and n_eval < 1:

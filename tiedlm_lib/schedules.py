@@ -31,6 +31,10 @@ import torch
 from .layout import Segment, parse_layout, split_segments
 
 SCHEDULE_NAMES = ("prefix", "repeat", "suffix", "frozen")
+REPEAT_ON_DENSE = ("schedule 'repeat' is refused on a dense model: as paper B notes, its linchpin control is "
+                   "realisable only with depth-wise weight sharing; in a dense network, repeating a layer creates a "
+                   "different model (paper B's negative control ran it anyway; here a dense model gets prefix and "
+                   "suffix)")
 REUSE = "="  # re-add the last update instead of calling a block
 
 
@@ -100,7 +104,7 @@ def budget(layout: str) -> int:
 @runtime_checkable
 class DepthModel(Protocol):
     """What the schedules, the readout probes (``lens``) and the Depth Control Protocol (``dcp``) ask of a model: an
-    ``nn.Module`` (for its device, eval mode and a frozen copy) with four members. ``TiedLM`` implements them, and
+    ``nn.Module`` (for its device, its parameters and eval mode) with four members. ``TiedLM`` implements them, and
     ``tiedlm_lib.hf.HFDepthModel`` for a Hugging Face causal LM, dense or looped.
 
     * ``layout``  the stack as a layout string (``tiedlm_lib.layout``): which applications a plan may rearrange;

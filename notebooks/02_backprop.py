@@ -107,10 +107,12 @@ quality = rep.table(pd.DataFrame(rows), "quality")
 quality[quality.k == K].round(4)
 
 # %%
-chart = alt.Chart(quality).mark_line(point=True).encode(
+panel = {h: f"{h} run ({S.short_steps if h == 'short' else long_steps:,} steps)" for h in ("short", "long")}
+chart = alt.Chart(quality.assign(run=quality.horizon.map(panel))).mark_line(point=True).encode(
     x=alt.X("k:Q", scale=alt.Scale(type="log", base=2), axis=alt.Axis(values=depths)),
     y=alt.Y("nll_masked:Q", title="held-out NLL, real targets", scale=alt.Scale(zero=False)),
-    color="mode:N", detail="seed:N").properties(width=260, height=220).facet(column="horizon:N")
+    color="mode:N", detail="seed:N").properties(width=260, height=220).facet(
+    column=alt.Column("run:N", sort=list(panel.values()), title=None))  # short before long, with step counts
 rep.chart(chart, "nll_by_depth")
 
 # %% [markdown]
@@ -406,9 +408,10 @@ n_h = len(horizon_gap_final)
 rep.prose("Results", "At the deepest benchmarked depth (k = {k}) the paper's phantom gradient used {mem:.0%} of full "
           "backprop's peak memory and {time:.0%} of its step time. Trained on the small model, it ended "
           "{short:+.3f} nats from full backprop after the {short_steps}-step run (pooled over {n} seed{s} "
-          "{short_p:+.3f} [{short_lo:+.3f}, {short_hi:+.3f}]), {long:+.3f} after the {long_steps}-step run, and "
-          "{hz:+.3f} at the end of the {H}-step horizon (pooled over {n_h} seed{s_h} {hz_p:+.3f} [{hz_lo:+.3f}, "
-          "{hz_hi:+.3f}]; means over seeds otherwise).\n\nAlong the horizon the gap changed by {slope_p:+.3f} nats per "
+          "{short_p:+.3f} [{short_lo:+.3f}, {short_hi:+.3f}]) and {long:+.3f} after the {long_steps}-step run. At "
+          "the end of the {H}-step horizon it lay {hz:+.3f} nats from it (pooled over {n_h} seed{s_h} {hz_p:+.3f} "
+          "[{hz_lo:+.3f}, {hz_hi:+.3f}]; means over seeds otherwise).\n\n"
+          "Along the horizon the gap changed by {slope_p:+.3f} nats per "
           "doubling of the steps (pooled [{slope_lo:+.3f}, {slope_hi:+.3f}]), a description of one schedule's "
           "course. At the horizon's end the last-state phantom lay {last:+.3f} nats from the paper's phantom and "
           "{last_full:+.3f} from full backprop (Q5 reads the first; the second shows how much penalty is left). The "
@@ -440,14 +443,14 @@ SHALLOW, DEEP = "shallow depths useless: ln V - best NLL(k <= K/2)", "only K lan
 a3_against = against(a3[1])
 q5_full = q5.evidence["phantom - full"]
 under_lies = {"below 0": "below 0"}.get(side(a10.evidence[UNDER]), "inside ±0.05 nats")  # where A10 contradicts
-rep.prose("What this means", "The phantom gradient's saving in memory and time is {saving}; its short-run cost, "
+rep.prose("What this means", "The phantom gradient's saving in memory and time is {saving}. Its short-run cost, "
           "{short:+.3f} nats (mean over seeds), is {cost_words} (A9 {a9}: {cost_why}). Its gap to full backprop "
-          "{grows} from the short run to the end of the horizon (A10 {a10}: {grows_why}), {horizon}.\n\nAt the "
-          "horizon's end the phantom run's shallow depths are {a3_words} (A3 {a3}{a3_why}; {a3p} on the paper's "
-          "long phantom run v7 under the paper's evaluation sampling), and the penalty is {q5_words} to the paper's "
-          "loop-input form (Q5 {q5}). Exact gradients need not cost phantom-sized memory: `checkpoint` keeps only "
-          "each iteration's input and recomputes the rest in the backward pass, at the time cost in the ratio "
-          "table.",
+          "{grows} from the short run to the end of the horizon (A10 {a10}). {grows_why}. {horizon}.\n\nAt the "
+          "horizon's end the phantom run's shallow depths are {a3_words} (A3 {a3}{a3_why}). On the paper's long "
+          "phantom run v7, under the paper's evaluation sampling, A3 is {a3p}. The penalty is {q5_words} to the "
+          "paper's loop-input form (Q5 {q5}). Exact gradients need not cost phantom-sized memory: `checkpoint` "
+          "keeps only each iteration's input and recomputes the rest in the backward pass, at the time cost in the "
+          "ratio table.",
           saving=(f"within the criterion's bound of {verdicts.A9_RATIO:g} of full backprop" if saves else
                   f"short of the criterion's bound of {verdicts.A9_RATIO:g} of full backprop")
           + f", against the paper's {paper_mem:.2f} for memory and {paper_time:.2f} for time", a9=a9.verdict,
@@ -457,15 +460,15 @@ rep.prose("What this means", "The phantom gradient's saving in memory and time i
                     "not reproduced": "the pooled interval lies wholly above it"}.get(
               a9.outcomes["short"], "the pooled interval holds it"),
           grows={"reproduced": "grows", "not reproduced": "does not grow"}.get(grows, "is not shown to grow"),
-          grows_why="the pooled long-run minus short-run gap lies " + {
+          grows_why="The pooled long-run minus short-run gap lies " + {
               "above 0": "above 0", "below 0": "below 0", "negligible": "inside ±0.05 nats"}.get(
               side(a10.evidence[GROWS]), "neither above 0 nor inside ±0.05 nats"),
           a10=a10.verdict,
-          horizon={"reproduced": "so an approximate gradient has to be validated on the full training horizon",
-                   "not reproduced": ("and at the horizon's end it does not underfit full backprop here (the pooled "
-                                      f"gap lies {under_lies})") if UNDER in against(a10)
-                   else "so here a short-run check of the approximate gradient does not mislead about the long run"
-                   }.get(a10.verdict, "so whether a short-run check of an approximate gradient misleads is not "
+          horizon={"reproduced": "So an approximate gradient has to be validated on the full training horizon",
+                   "not reproduced": ("At the horizon's end it does not underfit full backprop here: the pooled "
+                                      f"gap lies {under_lies}") if UNDER in against(a10)
+                   else "So here a short-run check of the approximate gradient does not mislead about the long run"
+                   }.get(a10.verdict, "So whether a short-run check of an approximate gradient misleads is not "
                          "settled here"), a3=a3[1].verdict, a3p=a3[0].verdict,
           a3_words="near uniform guessing while k = K lands" if a3[1].verdict == "reproduced" else
           "not near uniform guessing" if SHALLOW in a3_against else
@@ -493,8 +496,8 @@ rep.prose("What this horizon can and cannot say", "The horizon study trains a {p
           "had not yet decayed.\n\nOver the horizon the model made about {passes} passes over its training "
           "documents (the paper's long runs about one). At the end, full backprop's held-out NLL lay {fit_full:+.3f} "
           "nats from its NLL on a fixed sample of training documents, the paper phantom's {fit_phantom:+.3f} (means "
-          "over seeds): {fit_words}.", params=f"{params_h / 1e6:.2f}M", H=f"{H:,}", ratio=f"{H / S.short_steps:.1f}",
+          "over seeds). {fit_words}.", params=f"{params_h / 1e6:.2f}M", H=f"{H:,}", ratio=f"{H / S.short_steps:.1f}",
           short_steps=f"{S.short_steps:,}", passes=f"{passes:.0f}",
-          fit_words=("by these means full backprop's held-out NLL exceeds its training fit by more than the phantom's, "
-                     "so overfitting narrows the held-out gap between them") if fit["full"] > fit["phantom"]
-          else "by these means overfitting does not narrow the held-out gap between them")
+          fit_words=("By these means full backprop's held-out NLL exceeds its training fit by more than the "
+                     "phantom's, so overfitting narrows the held-out gap between them") if fit["full"] > fit["phantom"]
+          else "By these means overfitting does not narrow the held-out gap between them")

@@ -317,12 +317,12 @@ if ratio_defined:
     rep.fact("reported_ratio", "gap_ratio", "reported")
     for col, suffix in (("pooled", "_p"), ("pooled lo", "_lo"), ("pooled hi", "_hi")):
         rep.fact("ratio" + suffix, "gap_ratio_pooled", col, agg="only")  # A2's "strengthens" half pools these
-rep.prose("Results", "The depth gap NLL(k = 1) − NLL(k = {K}) on held-out real targets (mean over {n} seed{s}; "
-          "positive when more loop applications help) is {g_small:+.3f} nats for the small model and {g_large:+.3f} "
-          "for the large one, "
-          + ("a ratio of {ratio:.2f} (mean over seeds of each seed's large / small, pooled over seeds {ratio_p:.2f} "
-             "[{ratio_lo:.2f}, {ratio_hi:.2f}]; the paper's: {reported_ratio:.2f})"
-             if ratio_defined else "so a ratio of gaps is undefined (some seed's small-model gap is not positive)")
+rep.prose("Results", "The depth gap NLL(k = 1) − NLL(k = {K}) on held-out real targets is {g_small:+.3f} nats for "
+          "the small model and {g_large:+.3f} for the large one (mean over {n} seed{s}; positive when more loop "
+          "applications help). "
+          + ("Their ratio is {ratio:.2f}: the mean over seeds of each seed's large / small, pooled over seeds "
+             "{ratio_p:.2f} [{ratio_lo:.2f}, {ratio_hi:.2f}] (the paper's: {reported_ratio:.2f})"
+             if ratio_defined else "A ratio of gaps is undefined: some seed's small-model gap is not positive")
           + ". With the residual block form the same gaps are {r_small:+.3f} and "
           "{r_large:+.3f}. Iterating past the trained depth to 2K changes NLL by {past_K:+.3f} on average (both "
           "sizes). The state "
@@ -358,11 +358,12 @@ def ratio_side(p):
 
 
 rep.prose("What this means", "Depth scaling under single-depth training is {a1} (A1, corrected protocol; {a1p} under "
-          "the paper's), and the larger model is {better} at every depth and its depth gap {stronger} (A2 {a2}: "
-          "{better_why}; {stronger_why}; {a2p} under the paper's protocol). The residual block form {res_words} "
-          "(Q3 {q3}: {res_why}), so the paper's block form {drives} the depth gap. What the gap measures is how well "
-          "the layers after the loop read a state iterated k times instead of K: whether that is computation or a "
-          "readout off its training distribution is the question of section 10.",
+          "the paper's). The larger model is {better} at every depth, and its depth gap {stronger} (A2 {a2}; "
+          "{a2p} under the paper's protocol). For the first half, {better_why}; for the second, {stronger_why}. "
+          "The residual block form {res_words} (Q3 {q3}: {res_why}). So the paper's block form {drives} the depth "
+          "gap.\n\nWhat the gap measures is how well the layers after the loop read a state iterated k times "
+          "instead of K. Whether that is computation or a readout off its training distribution is the question of "
+          "section 10.",
           a1=judged["A1", "corrected"].verdict, a1p=judged["A1", "paper"].verdict, a2=a2c.verdict,
           a2p=judged["A2", "paper"].verdict,
           better={"reproduced": "better", "not reproduced": "not better"}.get(better, "not clearly better"),

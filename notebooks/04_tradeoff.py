@@ -96,7 +96,8 @@ rep.table(pd.DataFrame([{"run": v, **{f"k={k}": x for k, x in reported_k_sweep(v
 chart = alt.Chart(sweep).mark_line(point=alt.OverlayMarkDef(size=12)).encode(
     x=alt.X("k:Q", scale=alt.Scale(type="log", base=2), title="loop applications k"),
     y=alt.Y("nll_masked:Q", scale=alt.Scale(zero=False), title="held-out NLL, real targets (nats)"),
-    color="supervision:N", detail="seed:N").properties(width=260, height=220).facet(column="size:N")
+    color="supervision:N", detail="seed:N").properties(width=260, height=220).facet(
+    column=alt.Column("size:N", sort=["small", "large"]))
 rep.chart(chart, "single_vs_multi")
 
 # %% [markdown]
@@ -139,7 +140,8 @@ uni = sweep[sweep.supervision == "single"].rename(columns={"k": "avg_k_real"}).a
 ex_chart = alt.Chart(pd.concat([ex_long, uni[["size", "seed", "kind", "avg_k_real", "nll_masked"]]])).mark_line(
     point=True).encode(x=alt.X("avg_k_real:Q", title="average depth over real targets"),
                        y=alt.Y("nll_masked:Q", scale=alt.Scale(zero=False), title="NLL, real targets (nats)"),
-                       color="kind:N", detail="seed:N").properties(width=260, height=220).facet(column="size:N")
+                       color="kind:N", detail="seed:N").properties(width=260, height=220).facet(
+    column=alt.Column("size:N", sort=["small", "large"]))
 rep.chart(ex_chart, "exit_vs_uniform")
 
 # %% [markdown]
@@ -610,7 +612,7 @@ if len(judged_exit):
 x7 = " and ".join(", ".join(f"{{x7_{sz}_{m}:+.3f}} ({m})" for m in kinds[sz]) + f" at the {sz} size" for sz in PAIRS)
 rep.prose("Results", "Averaged over {n} seed{s}: the single-depth models' depth gap NLL(1) − NLL({K}) is "
           "{gap_small_single:+.3f} (small) and {gap_large_single:+.3f} (large) nats, and exiting them at k = 1 costs "
-          "{cost_small_single:.3f} and {cost_large_single:.3f} against their best depth; the multi-depth models' gap "
+          "{cost_small_single:.3f} and {cost_large_single:.3f} against their best depth. The multi-depth models' gap "
           "is {gap_small_multi:+.3f} and {gap_large_multi:+.3f} and their exit at k = 1 costs {cost_small_multi:.3f} "
           "and {cost_large_multi:.3f}. The "
           "best multi-depth NLL is {best_small_multi:.3f} (small) and {best_large_multi:.3f} (large) against "
@@ -670,26 +672,28 @@ def named(outcome):
 
 
 rep.prose("What this means", "Post-hoc exit on a single-depth model is {a4_words} (A4 {a4}; under the paper's "
-          "protocol {a4p}; Q2 {q2})"
-          + ("; exit − uniform NLL, pooled over seeds, runs from {a4_min:+.3f} to {a4_max:+.3f} nats over the "
-             "{a4_units} judged size × τ, the lowest interval end {a4_lo:+.3f}" if len(a4_rows) else "")
-          + ("; at τ = 0.4 its penalty is {share_c:.0%} of the depth gap, against {share_paper:.0%} in the paper"
-             if has_share else "") + ". "
+          "protocol {a4p}; Q2 {q2})."
+          + (" Exit − uniform NLL, pooled over seeds, runs from {a4_min:+.3f} to {a4_max:+.3f} nats over the "
+             "{a4_units} judged size × τ; the lowest interval end is {a4_lo:+.3f}." if len(a4_rows) else "")
+          + (" At τ = 0.4 its penalty is {share_c:.0%} of the depth gap, against {share_paper:.0%} in the paper."
+             if has_share else "") + "\n\n"
           "NLL saturates {a5_small:+.1f} [{a5_small_lo:+.1f}, {a5_small_hi:+.1f}] (small) and {a5_large:+.1f} "
-          "[{a5_large_lo:+.1f}, {a5_large_hi:+.1f}] (large) iterations later than mean max-prob, pooled over seeds "
-          "(max-prob first in {n_sat} of {n5_cells} size × seed cells): {conf_words} (A5 {a5}). "
+          "[{a5_large_lo:+.1f}, {a5_large_hi:+.1f}] (large) iterations later than mean max-prob, pooled over "
+          "seeds. Max-prob saturates first in {n_sat} of {n5_cells} size × seed cells. So {conf_words} "
+          "(A5 {a5}).\n\n"
           "Exit at k = 1 from a multi-depth model costs, pooled, {a6_small:+.3f} [{a6_small_lo:+.3f}, "
           "{a6_small_hi:+.3f}] (small) and {a6_large:+.3f} [{a6_large_lo:+.3f}, {a6_large_hi:+.3f}] (large) nats "
-          "against its best depth, against ±0.05: {free} (A6 {a6}{a6_alone}). Its best NLL minus the single-depth "
-          "model's, pooled, is {a8_small:+.3f} [{a8_small_lo:+.3f}, {a8_small_hi:+.3f}] (small) and {a8_large:+.3f} "
-          "[{a8_large_lo:+.3f}, {a8_large_hi:+.3f}] (large) nats (per seed from {c8_min:+.3f} to {c8_max:+.3f}): "
-          "{ceiling} (A8 {a8}{a8_alone}). Of the {n7_models} sizes' best models ({best_names}; no other model can have "
-          "both by definition), {n7_lacks} are shown to lack a free exit or depth scaling{has_both}{undetermined}: "
-          "{law_words} (A7 {a7}). The reading paper A "
-          "gives, multi NLL(1) − single NLL(K), pooled, is {r7_small:+.3f} [{r7_small_lo:+.3f}, {r7_small_hi:+.3f}] "
-          "(small) and {r7_large:+.3f} [{r7_large_lo:+.3f}, {r7_large_hi:+.3f}] (large), against the paper's "
-          "{paper_across_small:+.3f} and {paper_across_large:+.3f} (shown, not deciding). Section 10 asks how much "
-          "of the single-depth model's depth gap a readout probe recovers.",
+          "against its best depth. Against ±0.05 that is {free} (A6 {a6}{a6_alone}). Its best NLL minus the "
+          "single-depth model's, pooled, is {a8_small:+.3f} [{a8_small_lo:+.3f}, {a8_small_hi:+.3f}] (small) and "
+          "{a8_large:+.3f} [{a8_large_lo:+.3f}, {a8_large_hi:+.3f}] (large) nats, per seed from {c8_min:+.3f} to "
+          "{c8_max:+.3f}. So {ceiling} (A8 {a8}{a8_alone}).\n\n"
+          "Of the {n7_models} sizes' best models ({best_names}; no other model can have both by definition), "
+          "{n7_lacks} are shown to lack a free exit or depth scaling{has_both}{undetermined}. So {law_words} "
+          "(A7 {a7}). The reading paper A gives, multi NLL(1) − single NLL(K), pooled, is {r7_small:+.3f} "
+          "[{r7_small_lo:+.3f}, {r7_small_hi:+.3f}] (small) and {r7_large:+.3f} [{r7_large_lo:+.3f}, "
+          "{r7_large_hi:+.3f}] (large), against the paper's {paper_across_small:+.3f} and "
+          "{paper_across_large:+.3f} (shown, not deciding). Section 10 asks how much of the single-depth model's "
+          "depth gap a readout probe recovers.",
           best_names=", ".join(f"{sz}: {m}" for sz, m in best_model.items()),
           has_both=f" ({', '.join(named('has both'))} has both)" if named("has both") else "",
           undetermined=f"; undetermined: {', '.join(named('undetermined'))}" if named("undetermined") else "",

@@ -359,15 +359,15 @@ def a11_words(j):
 
 rep.prose("What this means", "On held-out draws (the corrected protocol), pooled over {n_seeds} seed(s), the pads' "
           "share of every pad-ignoring pre-trained model's with-pad NLL is at least {share_ho:.2f} [{share_ho_lo:.2f}, "
-          "{share_ho_hi:.2f}] (against one half), and Kendall τ between the with-pad and real-token rankings of the "
-          "{n_cast}-model cast is {tau_ho:+.2f} [{tau_ho_lo:+.2f}, {tau_ho_hi:+.2f}] (a reversal is below 0); the "
-          "real-token champion ranks {rank_ho:.1f} on with-pad NLL on average (1 = best), and SFT on pad targets "
-          "moves the two metrics in opposite directions (both CIs excluding 0) in {n_flip_ho} seed(s). On the "
+          "{share_ho_hi:.2f}] (against one half). Kendall τ between the with-pad and real-token rankings of the "
+          "{n_cast}-model cast is {tau_ho:+.2f} [{tau_ho_lo:+.2f}, {tau_ho_hi:+.2f}] (a reversal is below 0). The "
+          "real-token champion ranks {rank_ho:.1f} on with-pad NLL on average (1 = best). SFT on pad targets "
+          "moves the two metrics in opposite directions (both CIs excluding 0) in {n_flip_ho} seed(s).\n\nOn the "
           "paper's train-overlap draws the share is {share_tr:.2f} [{share_tr_lo:.2f}, {share_tr_hi:.2f}], τ "
           "{tau_tr:+.2f} [{tau_tr_lo:+.2f}, {tau_tr_hi:+.2f}], the champion's with-pad rank {rank_tr:.1f} and the "
-          "opposite moves {n_flip_tr}. A11 is {a11} on the paper's protocol: {a11p_words}; and {a11c} on the "
-          "corrected one: {a11c_words}. Real-token NLL is the number that measures text. The two draws' "
-          "real-token rankings agree with Kendall τ {dtau:+.2f} [{dtau_lo:+.2f}, {dtau_hi:+.2f}], pooled; "
+          "opposite moves {n_flip_tr}. A11 is {a11} on the paper's protocol: {a11p_words}. It is {a11c} on the "
+          "corrected one: {a11c_words}. Real-token NLL is the number that measures text.\n\nThe two draws' "
+          "real-token rankings agree with Kendall τ {dtau:+.2f} [{dtau_lo:+.2f}, {dtau_hi:+.2f}], pooled. So "
           "evaluating on training sequences {q6_words} (Q6 {q6})." + level,
           a11=a11["paper"].verdict, a11c=a11["corrected"].verdict, q6=q6.verdict,
           a11p_words=a11_words(a11["paper"]), a11c_words=a11_words(a11["corrected"]),

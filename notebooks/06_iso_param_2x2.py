@@ -218,9 +218,10 @@ for key, gname in (("tv", "tied - vanilla"), ("tvc", "tied - compute-matched van
         rep.fact(key + suffix, "gap_pooled", col, {"gap": gname, "metric": R}, agg="only")
 wins = int((gaps[(gaps.gap == "tied - compute-matched vanilla") & (gaps.metric == R)].value < 0).sum())
 rep.prose("Results", "On the held-out suffix benchmark's real targets (mean over {n} seed{s}), the tied model is "
-          "{tv:+.3f} nats from the iso-parameter vanilla model and {tvc:+.3f} from the compute-matched vanilla model "
-          "(pooled over seeds: {tv_p:+.3f} [{tv_lo:+.3f}, {tv_hi:+.3f}] and {tvc_p:+.3f} [{tvc_lo:+.3f}, "
-          "{tvc_hi:+.3f}]; the tied model's point is lower in {wins} of {n} seeds against the latter). After SFT the "
+          "{tv:+.3f} nats from the iso-parameter vanilla model and {tvc:+.3f} from the compute-matched vanilla "
+          "model. Pooled over seeds these are {tv_p:+.3f} [{tv_lo:+.3f}, {tv_hi:+.3f}] and {tvc_p:+.3f} "
+          "[{tvc_lo:+.3f}, {tvc_hi:+.3f}]; against the latter the tied model's point is lower in {wins} of {n} "
+          "seeds. After SFT the "
           "tied − vanilla gap is {tv_sft:+.3f} (real targets) and {tv_sft_pad:+.3f} (with pad). The paper's phantom "
           "gradient trails full backprop by {pf:+.3f}.", n=str(len(seeds)), s="s" if len(seeds) > 1 else "",
           wins=str(wins))

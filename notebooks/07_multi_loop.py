@@ -231,10 +231,19 @@ g = {name: rep.fact(key, "gaps", "value", {"gap": name}) for key, name in (
     ("g21", "2 loops - 1 loop"), ("g31", "3 loops - 1 loop"), ("g32", "3 loops - 2 loops"),
     ("g43", "4 loops - 3 loops"), ("g4c", "4 loops + closing - 4 loops"))}
 best = table.groupby("model")["suffix real-token"].mean().idxmin()
+# "lowest" only where the pooled intervals say so: every compared gap that involves the best-mean model excludes 0
+# in its favour (gap_pooled, the table above); otherwise the means are indistinguishable at this scale
+pooled_by_gap = gap_pooled.set_index("gap")
+beats = [(pooled_by_gap.loc[g, "pooled hi"] < 0) if a == best else (pooled_by_gap.loc[g, "pooled lo"] > 0)
+         for g, (a, b) in PAIRS.items() if best in (a, b)]
+lowest = (f"The {best} has the lowest NLL: every pooled gap that compares it excludes 0 in its favour."
+          if beats and all(beats) else
+          f"The lowest mean NLL, the {best}'s, is not distinguishable at this scale: {len(beats) - sum(beats)} of the "
+          f"{len(beats)} pooled gaps that compare it include 0 or favour the other model.")
 rep.prose("Results", "Real-token suffix NLL relative to fewer loops (mean over {n} seed{s}): two loops with a bridge "
           "{g21:+.3f} against one loop, three loops {g31:+.3f} against one and {g32:+.3f} against two, four loops "
-          "{g43:+.3f} against three; restoring the closing layer of the four-loop model changes it by {g4c:+.3f}. "
-          "The lowest mean NLL is the {best}.", n=str(len(seeds)), s="s" if len(seeds) > 1 else "", best=best)
+          "{g43:+.3f} against three. Restoring the closing layer of the four-loop model changes it by {g4c:+.3f}. "
+          "{lowest}", n=str(len(seeds)), s="s" if len(seeds) > 1 else "", lowest=lowest)
 
 # %%
 side = verdicts.side  # where a unit's pooled interval lies: "negligible", "below 0", "above 0" or "undecided"
@@ -252,12 +261,14 @@ four_worse = four == "above 0"  # the regression the closing-layer confound woul
 DIFF = "alpha differentiates by loop: "
 first_half = {u[len(DIFF):]: v for u, v in a16.outcomes.items() if u.startswith(DIFF)}
 alpha_not = [u for u, v in first_half.items() if v == "not reproduced"]
-rep.prose("What this means", "Loop diversity {a15_words} (A15 {a15}); four loops {four}, and restoring the closing "
-          "layer {closing} ({g4c:+.3f} nats on average). "
-          "Per-loop step sizes: {a16_words} (A16 {a16}). After SFT the three-loop model is {a17_words} (A17 {a17}). "
-          "Across seeds, {q4_words} (Q4 {q4}).", a15=a15.verdict, a16=a16.verdict, a17=a17.verdict, q4=q4.verdict,
+rep.prose("What this means", "Loop diversity {a15_words} (A15 {a15}). Four loops {four}. Restoring the closing "
+          "layer {closing} ({g4c:+.3f} nats on average).\n\n"
+          "Per-loop step sizes: {a16_words} (A16 {a16}).\n\nAfter SFT the three-loop model is {a17_words} (A17 "
+          "{a17}). Across seeds, {q4_words} (Q4 {q4}).", a15=a15.verdict, a16=a16.verdict, a17=a17.verdict,
+          q4=q4.verdict,
           a15_words={"reproduced": "helps up to three loops and then regresses",
-                     "not reproduced": f"does not follow the paper's up-then-down pattern: {against(a15)}"}.get(
+                     "not reproduced": "does not follow the paper's up-then-down pattern. Against it, "
+                                       + against(a15)}.get(
               a15.verdict, "is not settled by the pooled gaps"),
           four={"above 0": "are worse than three (pooled interval above 0)",
                 "below 0": "are better than three (pooled interval below 0)",
@@ -270,20 +281,20 @@ rep.prose("What this means", "Loop diversity {a15_words} (A15 {a15}); four loops
                        ", so the confound the paper names does not explain the regression" if four_worse else "")}.get(
               side(q4.evidence["4 loops + closing - 4 loops"]),
               "changes the four-loop model, but not separably from noise"),
-          a16_words=("the last loop's final α is not above the first's (the pooled log ratio lies below 0 or "
-                     "inside ±log 1.1) in " + ", ".join(alpha_not)
+          a16_words=("the last loop's final α is not above the first's in " + "; ".join(alpha_not)
+                     + ". There the log ratio, pooled over seeds, lies below 0 or inside ±log 1.1"
                      if alpha_not else
-                     "the last loop's final α is above the first's in every multi-loop layout"
+                     "the last loop's final α is above the first's in every multi-loop layout (pooled over seeds)"
                      if all(v == "reproduced" for v in first_half.values()) else
                      "whether the last loop's final α exceeds the first's is not settled in every multi-loop layout")
-                    + " (pooled over seeds); " + {
-                        "reproduced": "a loop with too few iterations inflates its α (v14u against v14)",
-                        "not reproduced": "a loop with too few iterations does not inflate its α (v14u against v14: "
+                    + ". " + {
+                        "reproduced": "A loop with too few iterations inflates its α (v14u against v14)",
+                        "not reproduced": "A loop with too few iterations does not inflate its α (v14u against v14: "
                                           "below 0 or inside ±log 1.1)"}.get(
                         a16.outcomes.get(f"an under-iterated loop inflates alpha: {UNDER} - {EQUAL}"),
-                        "whether a loop with too few iterations inflates its α is not settled (v14u against v14)"),
+                        "Whether a loop with too few iterations inflates its α is not settled (v14u against v14)"),
           a17_words={"reproduced": "the best full-pipeline model",
-                     "not reproduced": f"not shown to be the best: {against(a17)}"}.get(
+                     "not reproduced": f"not shown to be the best. Against it, {against(a17)}"}.get(
               a17.verdict, "not separable from the others"),
           q4_words={"below 0": "the three- versus one-loop gap's pooled interval lies below 0",
                     "above 0": "the three- versus one-loop gap's pooled interval lies above 0",

@@ -262,7 +262,7 @@ def probe_words(j):
             + ", ".join(open_))
 
 
-rep.prose("What this means", "The paper-form loop {fp_words} (A18 {a18}){predicts}; the residual form {res_words} "
+rep.prose("What this means", "The paper-form loop {fp_words} (A18 {a18}){predicts}. The residual form {res_words} "
           "(A18 on this different block, an extension: {a18c}). The residual norm is "
           "{probe_words} (A19 {a19}; per token {a19c}).", a18=a18[0].verdict, a18c=a18[1].verdict, a19=a19[0].verdict,
           a19c=a19[1].verdict,
@@ -273,9 +273,11 @@ rep.prose("What this means", "The paper-form loop {fp_words} (A18 {a18}){predict
           predicts={"check passed": ", as its block's normalised re-addition predicts",
                     "check failed": ", although its block's normalised re-addition predicts it cannot"}[
               a18[0].verdict],
-          res_words={"reproduced": "does not approach a fixed point" + (
-              " either" if a18[0].verdict == "check passed" else "") + ": last / first pooled above 0.5 at both "
-                                                                        "sizes",
+          # the criterion is "below half the first residual": say what it found, and that the residual still falls
+          res_words={"reproduced": "keeps more than half its first-iteration residual at both sizes (last / first "
+                                   "pooled above 0.5)" + (
+              f", although its residual falls, to {lf_res:.2f} of its first value on average"
+              if lf_res < 1 else ""),
                      "not reproduced": "does approach a fixed point: last / first pooled below 0.5 at some size"}.get(
               a18[1].verdict, "is not separated from half its first-iteration residual at every size"),
           probe_words=probe_words(a19[0]))

@@ -201,7 +201,8 @@ ch = alt.Chart(long).mark_line(point=alt.OverlayMarkDef(size=14)).encode(
     y=alt.Y("nll:Q", scale=alt.Scale(zero=False), title="NLL, real targets (nats)"),
     color="schedule:N", strokeDash=stroke_dash("readout", ["raw", "head/diagonal"]), detail="seed:N").properties(
     width=200, height=170)
-rep.chart(ch.facet(facet="model:N", columns=3).resolve_scale(y="independent", x="independent"), "schedules")
+BY_MODEL = alt.Facet("model:N", sort=list(MODELS))  # facets in the models' order (small before large), not a-z
+rep.chart(ch.facet(facet=BY_MODEL, columns=3).resolve_scale(y="independent", x="independent"), "schedules")
 
 # %% [markdown]
 # Paper B's calibration metrics per depth: the expected calibration error of the top prediction (15 bins) and the
@@ -217,7 +218,7 @@ ece_chart = alt.Chart(cal_long).mark_line(point=alt.OverlayMarkDef(size=12)).enc
     x=alt.X("k:Q", scale=alt.Scale(type="log", base=2), title="applications k"),
     y=alt.Y("ECE:Q", title="expected calibration error"), color=alt.Color("readout:N", title="readout"),
     detail="seed:N").properties(width=200, height=150)
-rep.chart(ece_chart.facet(facet="model:N", columns=3).resolve_scale(x="independent"), "calibration_metrics")
+rep.chart(ece_chart.facet(facet=BY_MODEL, columns=3).resolve_scale(x="independent"), "calibration_metrics")
 latency = rep.table(cond.groupby(["model", "schedule", "k"], as_index=False)["ms per 1k tokens"].mean(), "latency")
 latency.pivot_table(index=["model", "k"], columns="schedule", values="ms per 1k tokens").round(1)
 
@@ -256,7 +257,7 @@ bc = alt.Chart(bars).mark_bar().encode(x=alt.X("value:Q", title="nats of the nai
                                                                            "calibration"]),
                                        color=alt.Color("term:N", legend=None), yOffset="seed:N")
 err = alt.Chart(bars).mark_rule().encode(x="lo:Q", x2="hi:Q", y=alt.Y("term:N", sort=None), yOffset="seed:N")
-rep.chart((bc + err).properties(width=260, height=150).facet(facet="model:N", columns=3), "decomposition")
+rep.chart((bc + err).properties(width=260, height=150).facet(facet=BY_MODEL, columns=3), "decomposition")
 
 # %% [markdown]
 # ## How much is correctable at the readout: the probe family
@@ -332,7 +333,7 @@ refs = pd.DataFrame([{"share": v, "reported": f"paper B, Huginn: {w.split('_')[1
                      and pd.notna(v)])  # shares only (the gap is in nats, not a share)
 rl = alt.Chart(refs).mark_rule(color="gray").encode(
     x="share:Q", strokeDash=stroke_dash("reported", refs.reported.tolist(), "reported (paper B)"))
-rep.chart((pe + pc + rl).properties(width=300, height=190).facet(facet="model:N", columns=2), "probe_shares")
+rep.chart((pe + pc + rl).properties(width=300, height=190).facet(facet=BY_MODEL, columns=2), "probe_shares")
 
 # %% [markdown]
 # ## Is a probe data-starved? The data curve
@@ -708,7 +709,7 @@ def capacity_words(placement):
     sub = capacity[capacity.placement == placement].reset_index(drop=True)
     inv = [(sub.probe[i + 1], sub.probe[i]) for i in range(len(sub) - 1) if sub.share[i + 1] < sub.share[i]]
     if not inv:
-        return f"at the {placement} the share rises with what the form can express"
+        return f"At the {placement} the share rises with what the form can express."
     parts = []
     for n, (weak, strong) in enumerate(inv):
         a, b = f"inv_{placement}_{n}_a", f"inv_{placement}_{n}_b"
@@ -722,16 +723,16 @@ def capacity_words(placement):
             c, d = f"inv_{placement}_{n}_curve_a", f"inv_{placement}_{n}_curve_b"
             rep.fact(c, "data_curve_end", "share at the largest set", {"probe": weak}, agg="only")
             rep.fact(d, "data_curve_end", "share at the largest set", {"probe": strong}, agg="only")
-        parts.append(f"{weak} recovers {{{a}:.0%}} against {strong}'s {{{b}:.0%}}" + (
-            f", but only at this calibration size: on the data curve (small model, seed {seeds[0]}) {weak} passes it "
-            f"with more calibration data, {{{c}:.0%}} against {{{d}:.0%}} at the largest set" if passes else
-            f" (its data curve, small model seed {seeds[0]}, is still rising: its share is a lower bound set by the "
-            "calibration data)" if starved else ""))
-    return f"at the {placement} it does not at the calibration size used: " + "; ".join(parts)
+        parts.append(f"{weak} recovers {{{a}:.0%}} against {strong}'s {{{b}:.0%}}." + (
+            f" That holds only at this calibration size: on the data curve (small model, seed {seeds[0]}) {weak} "
+            f"passes it with more data, {{{c}:.0%}} against {{{d}:.0%}} at the largest set." if passes else
+            f" Its data curve (small model, seed {seeds[0]}) is still rising, so its share is a lower bound set by "
+            "the calibration data." if starved else ""))
+    return (f"At the {placement} the share does not rise with what the form can express at the calibration size "
+            "used: " + " ".join(parts))
 
 
-capacity_sentence = "; ".join(capacity_words(pl) for pl in ("head", "loop"))
-capacity_sentence = capacity_sentence[0].upper() + capacity_sentence[1:]
+capacity_sentence = " ".join(capacity_words(pl) for pl in ("head", "loop"))
 app = rep.fact("app", "decomposition", "value", {"control": "frozen", "calibration": "head/diagonal",
                                                  "term": "application count", "model": "single small"})
 tot = rep.fact("tot", "decomposition", "value", {"control": "frozen", "calibration": "head/diagonal",
@@ -773,31 +774,34 @@ flat = curve_end.loc[~curve_end["still rising"], "probe"].tolist()
 rep.fact("curve_tokens", "data_curve_end", "largest set (tokens)", agg="max")
 rep.prose("Results", "On the single-depth models (mean over both sizes and {n} seed{s}) the gap prefix(1) − prefix(N) "
           "is {gap:.3f} nats. The share of it that a readout probe recovers ranges from {share_low:.0%} ({low}) to "
-          "{share_high:.0%} ({high}); paper B's probe (head/diagonal) recovers {share_paper_b:.0%} and B3's "
-          "extension probe ({headline}) {share_headline:.0%}; its refits on resampled calibration documents move its "
+          "{share_high:.0%} ({high}). Paper B's probe (head/diagonal) recovers {share_paper_b:.0%}, and B3's "
+          "extension probe ({headline}) {share_headline:.0%}. Its refits on resampled calibration documents move its "
           "share by {shift:+.1%} of the gap on average, the cost of fewer distinct documents (the interval is "
           "centred on the point). {n_edge:.0f} of the {n_fits:.0f} shares rest on a fit whose ridge λ sits at the "
-          "edge of the widened grid ({edges}). "
-          + capacity_sentence + " (means over both sizes and all seeds). "
-          "The data curve, measured on one model and one seed (the small single-depth model, seed {seed0}): at its "
+          "edge of the widened grid ({edges}).\n\n" + capacity_sentence + " These shares are means over both sizes "
+          "and all seeds.\n\n"
+          "The data curve is measured on one model and one seed (the small single-depth model, seed {seed0}). At its "
           "largest calibration set ({curve_tokens:,.0f} tokens) {rising} still gain more than {rising_pts} points of "
-          "share per step — {rising_words} — while {flat} have levelled off. On the small model, re-adding the first "
-          "update up to N applications (frozen(1), this project's control) accounts for {app:+.3f} of its "
-          "{tot:.3f}-nat gap; it raises the norm of the state entering the top stack from {z_prefix1:.1f} "
-          "(prefix(1)) to {z_frozen1:.1f}, against {z_full:.1f} at full depth ({restored:.0%} of the difference; "
-          "{restored_large:.0%} on the large model), and a loop/diagonal probe recovers {frozen_rest:.0%} of what "
-          "frozen(1) still lacks (both sizes). In paper B's negative control the dense model's head/diagonal probe "
-          "recovers {dense_share:.0%} of its near-full truncation gap prefix(L − 1) − prefix(L), a gap of "
-          "{dense_nf_gap:.3f} nats (paper B's dense models, two layers dropped: {pb_share_min:.0%}–{pb_share_max:.0%} "
-          "with the affine map, of gaps of {pb_gap_min:.2f}–{pb_gap_max:.2f} nats), "
-          + ("{dense_two:.0%} of the {dense_two_gap:.3f}-nat gap of dropping two layers, " if two else "")
-          + "and {dense_matched:.0%} of the matched truncation prefix(1) − prefix(L) ({headline}: "
+          "share per step: {rising_words}. The others ({flat}) have levelled off.\n\n"
+          "On the small model, re-adding the first update up to N applications (frozen(1), this project's control) "
+          "accounts for {app:+.3f} of its {tot:.3f}-nat gap. It raises the norm of the state entering the top stack "
+          "from {z_prefix1:.1f} (prefix(1)) to {z_frozen1:.1f}, against {z_full:.1f} at full depth ({restored:.0%} "
+          "of the difference; {restored_large:.0%} on the large model). A loop/diagonal probe recovers "
+          "{frozen_rest:.0%} of what frozen(1) still lacks (both sizes).\n\n"
+          "In paper B's negative control the dense model's head/diagonal probe recovers {dense_share:.0%} of its "
+          "near-full truncation gap prefix(L − 1) − prefix(L), a gap of {dense_nf_gap:.3f} nats. Paper B's dense "
+          "models, two layers dropped, gave {pb_share_min:.0%}–{pb_share_max:.0%} with the affine map, of gaps of "
+          "{pb_gap_min:.2f}–{pb_gap_max:.2f} nats. "
+          + ("Here dropping two layers leaves a {dense_two_gap:.3f}-nat gap, of which the probe recovers "
+             "{dense_two:.0%}. " if two else "")
+          + "Of the matched truncation prefix(1) − prefix(L) it recovers {dense_matched:.0%} ({headline}: "
           "{dense_matched_h:.0%}). After {steps} steps of continued training the head/diagonal share is "
           "{fixed_share:.0%} of a {fixed_gap:.2f}-nat gap in the fixed arm and {sampled_share:.0%} of a "
           "{sampled_gap:.2f}-nat gap in the sampled arm (Huginn, trained with sampled depth: {huginn:.1%}).",
           n=str(len(seeds)), s="s" if len(seeds) > 1 else "", edges=listed(at_edge) if at_edge else "none",
           low=low, high=high, steps=str(steps), headline=headline,
-          seed0=str(seeds[0]), rising=listed(rising), flat=listed(flat), rising_pts=f"{100 * RISING:.0f}",
+          seed0=str(seeds[0]), rising=listed(rising) if rising else "no probe", flat=listed(flat) if flat else "none",
+          rising_pts=f"{100 * RISING:.0f}",
           rising_words="their shares are lower bounds set by the calibration data" if rising else "none is "
           "data-starved at this size")
 
@@ -837,7 +841,7 @@ def b3_why(j):
     """Why a B3 row has its verdict, from its units: the contradicting ones (at the Bonferroni level) name the
     reason for 'not reproduced'; the open ones, for 'inconclusive'."""
     if j.verdict == "reproduced":
-        return "every looped share pools below a fifth and below the dense share"
+        return "Every looped share pools below a fifth and below the dense share."
     decided = j.verdict == "not reproduced"
     level = "at the Bonferroni level" if decided else "at 95%, not at the Bonferroni level"
     against = [u for u, v in j.outcomes.items() if (j.evidence[u]["pooled"]["verdict at the Bonferroni level"]
@@ -848,11 +852,11 @@ def b3_why(j):
     level_with = [unit_name(u) for u in against if u.startswith("unlike dense") and unit_name(u) not in above]
     open_ = [unit_name(u) + (" (share)" if u.startswith("little") else " (against dense)")
              for u, v in j.outcomes.items() if v == "inconclusive"]
-    parts = ([f"the looped share pools above a fifth on {listed(high)}"] if high else []) + (
-        [f"it pools above the dense share on {listed(above)}"] if above else []) + (
-        [f"it pools within 0.05 of the dense share on {listed(level_with)}"] if level_with else [])
-    return ("; ".join(parts) + f" ({level})" if parts else "") + (
-        ("; " if parts else "") + f"the pooled intervals do not settle {listed(open_)}" if open_ else "")
+    parts = ([f"The looped share pools above a fifth on {listed(high)} ({level})."] if high else []) + (
+        [f"It pools above the dense share on {listed(above)} ({level})."] if above else []) + (
+        [f"It pools within 0.05 of the dense share on {listed(level_with)} ({level})."] if level_with else []) + (
+        [f"The pooled intervals do not settle {listed(open_)}."] if open_ else [])
+    return " ".join(parts)
 
 
 def side_words(block):
@@ -863,84 +867,82 @@ def side_words(block):
 
 
 SCHEDULE_TERMS = ("application count", "distinct depth", "block composition")
-q1_sentence = (
-    "A probe's share is a lower bound on what is correctable at the readout: "
+q1_sentence = "A probe's share is a lower bound on what is correctable at the readout. " + (
     f"{listed(yes_b)} {'finds' if len(yes_b) == 1 else 'find'} more than a fifth of paper A's depth gap at both "
-    f"sizes, pooled over seeds, at the Bonferroni level over the {P} probes, so at least a fifth is correctable by a "
-    "map of that form" + (f"; {listed(no_p)} {'answers' if len(no_p) == 1 else 'answer'} no, which says only that "
-                          f"{'it does' if len(no_p) == 1 else 'they do'} not find it" if no_p else "")
+    f"sizes, pooled over seeds, at the Bonferroni level over the {P} probes. So at least a fifth is correctable by a "
+    "map of that form." + (f" {listed(no_p)} {'answers' if len(no_p) == 1 else 'answer'} no, which says only that "
+                           f"{'it does' if len(no_p) == 1 else 'they do'} not find it." if no_p else "")
     if yes_b else
     "No probe finds a fifth of paper A's depth gap correctable at the readout: every probe's pooled share lies below "
-    "a fifth at both sizes" if len(no_p) == P else
+    "a fifth at both sizes." if len(no_p) == P else
     f"{listed(yes_nom)} {'finds' if len(yes_nom) == 1 else 'find'} more than a fifth of paper A's depth gap at both "
-    f"sizes at 95% but not at the Bonferroni level over the {P} probes, which the answer requires" if yes_nom else
-    "No probe settles whether a fifth of paper A's depth gap is correctable at the readout")
+    f"sizes at 95% but not at the Bonferroni level over the {P} probes, which the answer requires." if yes_nom else
+    "No probe settles whether a fifth of paper A's depth gap is correctable at the readout.")
 share_v = judged_b5.outcomes["share collapses: sampled - fixed"]
 t_v = judged_b5.outcomes["T closer to 1: |T_s - 1| - |T_f - 1|"]
 scale_tpl = ((
-    "Part of what a probe at the loop's output recovers may be the state's scale: on the small model the state "
-    "entering the top stack has norm {z_prefix1:.1f} after one application against {z_full:.1f} at full depth, and a "
+    "\n\nPart of what a probe at the loop's output recovers may be the state's scale. On the small model the state "
+    "entering the top stack has norm {z_prefix1:.1f} after one application, against {z_full:.1f} at full depth. A "
     "per-feature rescaling there (loop/diagonal) recovers {loop_diag:.0%} of the gap on its own. Whether fixing that "
-    "scale counts as correcting the readout or as supplying what the later applications would have written is a "
-    "matter of definition, not of measurement; the probes at the head input, which act after the top stack has read "
-    "the state at its truncated scale, recover at most {head_best:.0%} ({head_best_name}). ")
+    "scale counts as correcting the readout, or as supplying what the later applications would have written, is a "
+    "matter of definition, not of measurement. The probes at the head input act after the top stack has read the "
+    "state at its truncated scale; they recover at most {head_best:.0%} ({head_best_name}).")
     if z_full > 1.1 * z_prefix1 else "")  # the state's scale barely changes with depth: nothing to separate
-rep.prose("What this means", "{q1_sentence} (Q1 {q1}; no probe was chosen in advance; paper B's probe alone answers "
-          "{paper_answer}). {centring} " + scale_tpl +
-          "Paper B's conclusion that little of a recurrent model's gap is correctable at the readout, unlike a dense "
-          "model's, is {b3} with paper B's probe against the near-full truncation (*paper*: {b3_why}), {b3c} with the "
-          "same probe against the matched truncation prefix(1) − prefix(L) (*corrected*, like against like: "
-          "{b3c_why}) and {b3e} with {headline} at the matched truncation (*extension*, a probe named after a first "
-          "look: {b3e_why}); the combinations not recorded: {one_change}. In the corrected row the looped share "
-          "minus the dense share pools over seeds to {corr_small_point:+.2f} [{corr_small_lo:+.2f}, "
-          "{corr_small_hi:+.2f}] on the small model and {corr_large_point:+.2f} [{corr_large_lo:+.2f}, "
-          "{corr_large_hi:+.2f}] on the large; as a description, the per-seed paired CIs lie below 0 in "
-          "{corr_below:.0f} of {corr_n:.0f} model-seeds and above it in {corr_above:.0f}. {flip_words} The negative "
-          "control (B4 {b4}) {b4_words}; {small_gap}the dense share of the "
-          "near-full gap ranges from {dense_nf_min:.0%} to {dense_nf_max:.0%} across seeds, and the same test on the "
-          "other dense truncations gives: {b4_alt}. These models were trained at one depth, whereas paper B's "
-          "recurrent model was trained with sampled depth, so B3 here concerns fixed-depth looped models. {writes} "
-          "the count of writes into the stream rather than new computation: frozen(1) accounts for {app:+.3f} of "
-          "the small model's {tot:.3f} nats (an extension, B1 {b1}){scale_words}. {b1_cut} the application-count "
-          "term is {app_frac_min:.0%} to {app_frac_max:.0%} of the total across models and seeds. "
-          "B6 is a check ({b6}): the three schedule terms telescope to the total in every seed, by construction; "
-          "pooled over seeds, {b6_words}; block composition averages {block:+.3f} nats{b6_what}. "
-          "The readout share and the application-count term measure the "
-          "same gap from two sides — a probe and a schedule — so they overlap and need not sum to at most the whole. "
-          "Training with sampled depths {b5_words} (B5 {b5}): the sampled arm's gap is {ratio_min:.0%} to "
-          "{ratio_max:.0%} of the fixed arm's across seeds, and the fixed arm's own gap moved from the base model's "
-          "{base_gap:.2f} to {fixed_gap:.2f} nats over the same steps, so both shares are of gaps that training "
-          "changed{law_words}.",
-          b6_what=(", so what it separates is the application count from the distinct depth" if abs(
-              term_share["block composition / total"].mean()) < verdicts.TERM_FRACTION else ""),
-          q1_sentence=q1_sentence,
+rep.prose("What this means: the readout", "{q1_sentence} Q1 is {q1}: no probe was chosen in advance, and paper B's "
+          "probe alone answers {paper_answer}. {centring}" + scale_tpl, q1_sentence=q1_sentence, q1=q1.verdict,
+          head_best_name=head_best, paper_answer=q1.outcomes.get("head/diagonal", "nothing"),
           centring=("With the raw refits' intervals instead of the centred ones, " + listed(
               f"{p} would answer {b} instead of {a}" for p, a, b in moved) + "." if moved else
-              "The raw refits' intervals, uncentred, give every probe the same answer."),
-          q1=q1.verdict, headline=headline, head_best_name=head_best,
-          paper_answer=q1.outcomes.get("head/diagonal", "nothing"),
-          b3=judged_b3["paper"].verdict, b3c=judged_b3["corrected"].verdict, b3e=judged_b3["extension"].verdict,
-          b3_why=b3_why(judged_b3["paper"]), b3c_why=b3_why(judged_b3["corrected"]),
-          b3e_why=b3_why(judged_b3["extension"]), b4=judged_b4.verdict,
+              "The raw refits' intervals, uncentred, give every probe the same answer."))
+rep.prose("What this means: against a dense model", "Paper B concludes that little of a recurrent model's gap is "
+          "correctable at the readout, unlike a dense model's. With paper B's probe against the near-full "
+          "truncation (*paper*) that is {b3}. {b3_why} With the same probe against the matched truncation prefix(1) "
+          "− prefix(L) (*corrected*, like against like) it is {b3c}. {b3c_why} With {headline} at the matched "
+          "truncation (*extension*, a probe named after a first look) it is {b3e}. {b3e_why} The combinations not "
+          "recorded: {one_change}.\n\nIn the corrected row the looped share minus the dense share pools over "
+          "seeds to {corr_small_point:+.2f} [{corr_small_lo:+.2f}, {corr_small_hi:+.2f}] on the small model and "
+          "{corr_large_point:+.2f} [{corr_large_lo:+.2f}, {corr_large_hi:+.2f}] on the large. As a description, "
+          "the per-seed paired CIs lie below 0 in {corr_below:.0f} of {corr_n:.0f} model-seeds and above it in "
+          "{corr_above:.0f}. {flip_words}\n\nThe negative control (B4 {b4}) {b4_words}. The dense share of the "
+          "near-full gap ranges from {dense_nf_min:.0%} to {dense_nf_max:.0%} across seeds{small_gap}. The same "
+          "test on the other dense truncations gives: {b4_alt}. These models were trained at one depth, whereas "
+          "paper B's recurrent model was trained with sampled depth, so B3 here concerns fixed-depth looped models.",
+          headline=headline, b3=judged_b3["paper"].verdict, b3c=judged_b3["corrected"].verdict,
+          b3e=judged_b3["extension"].verdict, b3_why=b3_why(judged_b3["paper"]),
+          b3c_why=b3_why(judged_b3["corrected"]), b3e_why=b3_why(judged_b3["extension"]), b4=judged_b4.verdict,
           one_change=one_change or "none", b4_alt=b4_alt,
           flip_words=(f"With uncentred paired intervals the per-seed counts change for {listed(flips)} "
                       "(`b3_choices`)." if flips else
                       "Uncentred paired intervals give the same per-seed counts in every combination."),
-          small_gap=("on a gap smaller than any of paper B's dense gaps, " if dense_nf_gap < pb_gap_min else ""),
+          small_gap=(", a gap smaller than any of paper B's dense gaps" if dense_nf_gap < pb_gap_min else ""),
           b4_words={"reproduced": "finds a substantial readout share on the dense model, as paper B did, so the "
                                   "protocol can detect one",
                     "not reproduced": "finds far less on the dense model than paper B's dense models, so a small "
                                       "looped share is not set against a working detector of readout "
                                       "miscalibration"}.get(judged_b4.verdict, "does not settle whether the dense "
                                                                                "model's share of the near-full "
-                                                                               "gap is substantial"),
+                                                                               "gap is substantial"))
+rep.prose("What this means: the decomposition and training", "{writes} the count of writes into the stream rather "
+          "than new computation. Frozen(1) accounts for {app:+.3f} of the small model's {tot:.3f} nats (an "
+          "extension, B1 {b1}).{scale_words} {b1_cut} the application-count term is {app_frac_min:.0%} to "
+          "{app_frac_max:.0%} of the total across models and seeds.\n\n"
+          "B6 is a check ({b6}): the three schedule terms telescope to the total in every seed, by construction. "
+          "Pooled over seeds, the terms lie as follows. {b6_words} Block composition averages {block:+.3f} "
+          "nats{b6_what}. The readout share and the application-count term measure the same gap from two sides, "
+          "a probe and a schedule. So they overlap and need not sum to at most the whole.\n\n"
+          "Training with sampled depths {b5_words} (B5 {b5}). The sampled arm's gap is {ratio_min:.0%} to "
+          "{ratio_max:.0%} of the fixed arm's across seeds. The fixed arm's own gap moved from the base model's "
+          "{base_gap:.2f} to {fixed_gap:.2f} nats over the same steps, so both shares are of gaps that training "
+          "changed.{law_words}",
+          b6_what=(", so what it separates is the application count from the distinct depth" if abs(
+              term_share["block composition / total"].mean()) < verdicts.TERM_FRACTION else ""),
           b1=judged_b1.verdict, b5=judged_b5.verdict, b6=judged_b6.verdict,
           b1_cut=f"Against B1's {1 - verdicts.TERM_FRACTION:.0%} cut (neither factor is the whole gap),",
-          b6_words="; ".join(f"{m}: " + ", ".join(f"{n} {side_words(judged_b6.evidence[m][n])}"
-                                                  for n in SCHEDULE_TERMS) for m in SINGLE),
-          scale_words=(f", and it restores {restored:.0%} of the difference between the prefix(1) and full-depth "
-                       "state norms, so part of what it recovers may be the state's scale rather than what the block "
-                       "writes" if restored > 0.5 else ""),
+          b6_words=" ".join(f"On {m}, " + ", ".join(f"{n} {side_words(judged_b6.evidence[m][n])}"
+                                                     for n in SCHEDULE_TERMS) + "." for m in SINGLE),
+          scale_words=(f" It restores {restored:.0%} of the difference between the prefix(1) and full-depth state "
+                       "norms. So part of what it recovers may be the state's scale rather than what the block "
+                       "writes." if restored > 0.5 else ""),
           writes=(
               "All or nearly all of the gap is" if judged_b1.outcomes[
                   "neither is the whole: single small application count / total"] == "not reproduced" else
@@ -956,8 +958,8 @@ rep.prose("What this means", "{q1_sentence} (Q1 {q1}; no probe was chosen in adv
               share_v, "changes the calibration share by an amount the pooled interval does not settle") + " and " + {
               "reproduced": "moves T at k = 1 toward 1", "not reproduced": "does not move T at k = 1 toward 1"}.get(
               t_v, "moves T at k = 1 by an amount the pooled interval does not settle"),
-          law_words={"reproduced": "; how the readout is calibrated across depths is set by training, as paper B's "
-                                   "intervention shows; whether that relaxes the trade-off law of section 04 (depth "
-                                   "scaling and free exit of the sampled-depth model) is not judged here"}.get(
-              judged_b5.verdict, "; the trade-off law of section 04 is not shown here to be a property of readout "
-              "training"))
+          law_words={"reproduced": " How the readout is calibrated across depths is set by training, as paper B's "
+                                   "intervention shows. Whether that relaxes the trade-off law of section 04 (depth "
+                                   "scaling and free exit of the sampled-depth model) is not judged here."}.get(
+              judged_b5.verdict, " The trade-off law of section 04 is not shown here to be a property of readout "
+              "training."))

@@ -348,13 +348,13 @@ single_seeds = sorted(speed[speed.model == "single-depth"]["seed"].unique().toli
 rep.prose("Results", "Greedy self-speculative decoding reproduced plain greedy decoding token for token in every "
           "timed run. On the multi-depth model the configuration Q7 judges (draft depth {d}, draft length {L}, "
           "selected on seed 0 before the pre-registration) ran at {best_speedup:.2f}× plain decoding's tokens/s "
-          "(mean over seeds) with acceptance {best_acceptance:.2f}, making {best_calls:.2f}× plain decoding's "
-          "sequential block calls; on the single-depth model the best speed-up of any configuration was "
+          "(mean over seeds) with acceptance {best_acceptance:.2f}. It made {best_calls:.2f}× plain decoding's "
+          "sequential block calls. On the single-depth model the best speed-up of any configuration was "
           "{single_best:.2f}× ({single_seeds_words}). The oracle exit averages {oracle_single:.1f} (single-depth), "
           "{oracle_multi:.1f} (multi-depth) and {oracle_sampled:.1f} (sampled-depth) of {K} depths. With a guarantee "
           "(max-prob, ε = {eps}, δ = {delta}) the exit averages {g_depth_single:.1f}, {g_depth_multi:.1f} and "
           "{g_depth_sampled:.1f} depths on unseen documents, certified in {cert_single:.0%}, {cert_multi:.0%} and "
-          "{cert_sampled:.0%} of the calibration splits; the largest share of splits that exceeded ε on their test "
+          "{cert_sampled:.0%} of the calibration splits. The largest share of splits that exceeded ε on their test "
           "half was {worst_violation:.2f}.",
           d=str(sel_d), L=str(sel_L), K=str(K), eps=f"{eps_mid:g}",
           single_seeds_words=(f"timed on seed {single_seeds[0]} only" if len(single_seeds) == 1 else

@@ -178,12 +178,12 @@ rep.fact("shallow_k", "pooled_shares", "k", {"probe": probes[1], "k": shallow}, 
 rep.fact("shallow_diag", "pooled_shares", "pooled share", {"probe": "head/diagonal", "k": shallow}, agg="only")
 rep.fact("train_s", "runs", "train s")
 rep.fact("params", "runs", "params")
-rep.prose("Results", "The {L}-layer dense Llama ({params:,.0f} parameters, {train_s:.0f} s of training a seed, mean "
-          "over {n} seed{s}), truncated to prefix({near_k:.0f}) of {L} layers: a temperature fitted for the "
-          "truncated model removes {near_temp:.0%} of the gap to the full model, the per-feature affine map "
-          "{near_diag:.0%} and the tuned lens at the last layer's output {near_tuned:.0%} (pooled over seeds; a share "
-          "above 100% means the recalibrated truncated model reads out better than the recalibrated full one); at "
-          "prefix({shallow_k:.0f}) the affine map removes {shallow_diag:.0%}.",
+rep.prose("Results", "The {L}-layer dense Llama has {params:,.0f} parameters and trained for {train_s:.0f} s a seed "
+          "(mean over {n} seed{s}). Truncated to prefix({near_k:.0f}) of {L} layers, a temperature fitted for the "
+          "truncated model removes {near_temp:.0%} of the gap to the full model. The per-feature affine map removes "
+          "{near_diag:.0%}, and the tuned lens at the last layer's output {near_tuned:.0%} (pooled over seeds). A "
+          "share above 100% means the recalibrated truncated model reads out better than the recalibrated full one. "
+          "At prefix({shallow_k:.0f}) the affine map removes {shallow_diag:.0%}.",
           L=str(L), n=str(len(seeds)), s="" if len(seeds) == 1 else "s")
 
 # %%
@@ -201,8 +201,8 @@ if (beside_df.model == TIED).any():
                 "not distinguishable from")
     rep.prose("What this means", "Paper B's comparison at this scale: the affine probe's share of the dense model's "
               "near-full truncation gap ({near_diag:.0%} of {dense_gap:.3f} nats) is {relation} its share of the "
-              "single-depth tied model's whole depth gap ({tied_diag:.0%} of {tied_gap:.3f} nats, section 10): the "
-              "difference is {diff} (the two pooled intervals combined on a normal scale; this section's holds the "
+              "single-depth tied model's whole depth gap ({tied_diag:.0%} of {tied_gap:.3f} nats, section 10). The "
+              "difference is {diff}: the two pooled intervals combined on a normal scale (this section's holds the "
               "probes fixed, section 10's includes refits). The gaps differ in size, so the matched rows of the "
               "table are the fairer reading. These shares are descriptions with pooled intervals, not verdicts: no "
               "claim of either paper is judged on this model{extra}.", relation=relation,

@@ -292,4 +292,4 @@ def test_every_section_ends_with_results_and_what_they_mean():
         if src.stem == "11_claims":
             continue
         text = src.read_text()
-        assert 'rep.prose("Results"' in text and 'rep.prose("What this means"' in text, src.name
+        assert 'rep.prose("Results"' in text and 'rep.prose("What this means' in text, src.name  # or "...: <topic>"

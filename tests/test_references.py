@@ -122,12 +122,13 @@ def test_a_generated_block_is_rewritten_in_place_and_a_missing_marker_is_an_erro
 
 
 def test_the_readme_opens_with_what_it_is_and_its_findings_table_is_the_committed_ledger():
-    from tiedlm_lib.claims import FINDINGS_BEGIN, FINDINGS_END, findings_markdown, read_ledger
+    from tiedlm_lib.claims import read_ledger
+    from tiedlm_lib.findings import FINDINGS_BEGIN, FINDINGS_END, readme_block
 
     readme = (ROOT / "README.md").read_text()
     assert readme.startswith("# tiedlm\n\n**tiedlm** is the executable companion")
     block = readme.split(FINDINGS_BEGIN, 1)[1].split(FINDINGS_END, 1)[0].strip()
-    assert block == findings_markdown(read_ledger(ROOT / "paper" / "cpu"))
+    assert block == readme_block(read_ledger(ROOT / "paper" / "cpu")).strip()
     assert readme.index("## What it found") < readme.index("## The scale card") < readme.index("## Two commands")
     assert len(readme.splitlines()) <= 150  # a newcomer's page: the rest lives under docs/ (linked, checked)
     for page in ("running", "library", "faithful", "reproducibility"):

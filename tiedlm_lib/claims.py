@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from .atomic import atomic_write_text, replace_block
+from .atomic import atomic_write_text
 
 CLAIMS: dict[str, str] = {
     "A1": "Single-depth training gives depth scaling: NLL falls monotonically as k grows",
@@ -283,10 +283,6 @@ def abstract_findings(ledger: dict[str, Any]) -> str:
     return " ".join(parts)
 
 
-FINDINGS_BEGIN = "<!-- findings: generated from paper/cpu/claims.json by tiedlm_lib.claims.findings_markdown -->"
-FINDINGS_END = "<!-- findings: end -->"
-
-
 def findings_markdown(ledger: dict[str, Any]) -> str:
     """The headline table: one row per claim the ledger judges, its verdict under each protocol — the paper's, the
     corrected one, and this project's extensions (its own controls) — (several sections' verdicts on one claim
@@ -309,11 +305,6 @@ def findings_markdown(ledger: dict[str, Any]) -> str:
                      f"{' / '.join(row['corrected']) or '—'} | {' / '.join(row['extension']) or '—'} | {seeds} | "
                      f"{', '.join(row['section'])} |")
     return "\n".join(lines)
-
-
-def update_findings(readme: str | Path, ledger: dict[str, Any]) -> bool:
-    """Rewrite the README's findings block from the ledger; True if it changed."""
-    return replace_block(readme, FINDINGS_BEGIN, FINDINGS_END, findings_markdown(ledger))
 
 
 # Claims whose criterion the seed-level rule redefined (docs/statistics.md §7), beyond pooling over seeds.

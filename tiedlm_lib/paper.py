@@ -27,9 +27,14 @@ from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
 
 from .atomic import atomic_write_text, replace_block
-from .claims import abstract_findings, read_ledger, update_findings
+from .claims import read_ledger
+from .findings import abstract as findings_abstract
+from .findings import update_readme
+from .glossary import link_first_uses
+from .glossary import page_html as glossary_page
 from .paths import project_root
 from .scale_card import CARD_BEGIN, CARD_END, card_markdown, scale_card
+from .testability import testability
 
 ABSTRACT = """\
 Weight-tied ("looped") language models apply one Transformer block k times, z ← z + α·f(z), between a few ordinary
@@ -258,12 +263,32 @@ def claims_table(ledger: dict, anchored: set[str] = frozenset()) -> str:
 
 def card_html(scale: str) -> str:
     """The scale card (``scale_card.scale_card``) as an HTML table in its own scrolling box."""
-    rows = scale_card(scale)
+    return rows_html(scale_card(scale), "scale-card")
+
+
+def rows_html(rows: list[dict], table_id: str) -> str:
+    """Rows of one shape as an HTML table in its own scrolling box."""
+    if not rows:
+        return "<p>None yet.</p>"
     cols = list(rows[0])
     head = "".join(f"<th>{_esc(c)}</th>" for c in cols)
     body = "".join("<tr>" + "".join(f"<td>{_esc(r[c])}</td>" for c in cols) + "</tr>" for r in rows)
-    return (f"<div class='scroll'><table id='scale-card'><thead><tr>{head}</tr></thead><tbody>{body}</tbody>"
+    return (f"<div class='scroll'><table id='{table_id}'><thead><tr>{head}</tr></thead><tbody>{body}</tbody>"
             "</table></div>")
+
+
+def figure_caption(svg: str, stem: str) -> str:
+    """What a figure shows, from the chart itself: its axes' titles (``Y against X``, as vega writes them into the
+    svg's aria labels), after the section it belongs to, linked. The file name stays in the link's title."""
+    def unique(xs):  # the svg's attribute text, entities decoded (escaped once, for the page)
+        return list(dict.fromkeys(html.unescape(x) for x in xs if x))
+
+    ys = unique(re.findall(r"Y-axis titled '([^']*)'", svg))
+    xs = unique(re.findall(r"X-axis titled '([^']*)'", svg))
+    what = f"{' / '.join(ys)} against {' / '.join(xs)}" if ys and xs else " / ".join(ys or xs) or stem
+    section = stem.split("-", 1)[0]
+    return (f"<a href='{_esc(section)}.html' title='{_esc(stem)}'>§{_esc(section[:2])}</a> · "
+            f"{_esc(what)}")
 
 
 def _inline_svg(path: Path) -> str:
@@ -287,6 +312,7 @@ details.tiedlm-code pre{background:#f6f8fa;padding:.6em;overflow-x:auto;font-siz
 .jp-RenderedHTMLCommon table,.jp-OutputArea-output table{display:block;overflow-x:auto;max-width:100%}
 .jp-OutputArea-output pre{overflow-x:auto;white-space:pre}
 .jp-OutputArea-output svg,.jp-OutputArea-output img{max-width:100%;height:auto}
+a.gloss{color:inherit;text-decoration:underline dotted}
 </style>"""
 
 
@@ -354,26 +380,39 @@ def render_html(scale: str, root: Path | None = None, name: str | None = None) -
         body = body.replace("</body>", nav + "</body>", 1)
         if 'id="The-claims"' in body:
             anchored.add(p.stem)
-        atomic_write_text(out / f"{p.stem}.html", _offline(body))
+        atomic_write_text(out / f"{p.stem}.html", _offline(link_first_uses(body)))
+    atomic_write_text(out / "glossary.html", glossary_page(STYLE))
+    return atomic_write_text(out / "index.html", link_first_uses(_index(scale, root, name, sections, anchored)))
+
+
+def _index(scale: str, root: Path, name: str, sections: list[tuple[str, str]], anchored: set[str]) -> str:
+    """index.html: the abstract with the findings, the scale card, the sections, what the scale can test, the
+    claims ledger, the figures with their captions and the run times."""
+    pdir = root / "paper" / name
     ledger = json.loads((pdir / "claims.json").read_text()) if (pdir / "claims.json").is_file() else {"claims": []}
     timings = json.loads((pdir / "timings.json").read_text()) if (pdir / "timings.json").is_file() else []
     figs = sorted((root / "figures" / name).glob("*.svg"))
-    fig_html = "".join(f"<figure>{_inline_svg(f)}<figcaption>{_esc(f.stem)}</figcaption></figure>" for f in figs)
+    fig_html = "".join(f"<figure>{_inline_svg(f)}<figcaption>{figure_caption(f.read_text(), f.stem)}</figcaption>"
+                       "</figure>" for f in figs)
     secs = "".join(f"<li><a href='{_esc(s)}.html'>{_esc(t)}</a></li>" for s, t in sections)
     tim = "".join(f"<tr><td>{_esc(t['notebook'])}</td><td>{t['seconds']:.0f}</td></tr>" for t in timings)
     total = sum(t["seconds"] for t in timings)
     claims_md = pdir / "claims.md"
-    page = f"""<!doctype html><html><head><meta charset='utf-8'><title>tiedlm — executable paper ({_esc(scale)})</title>
+    return f"""<!doctype html><html><head><meta charset='utf-8'><title>tiedlm — executable paper ({_esc(scale)})</title>
 <style>{STYLE}</style></head><body>
 <h1>Tied-depth language models, executed</h1>
 <p><i>The executable companion to paper A ("Tied-Depth Language Models: Depth Scaling, Free Early Exit, and a
 Fundamental Trade-off") and paper B ("Beyond Depth Truncation", the Depth Control Protocol), at the
 <b>{_esc(scale)}</b> scale.</i></p>
-<h2>Abstract</h2><p>{_esc(ABSTRACT)}</p><p id='findings'><b>Findings at this scale.</b>
-{_esc(abstract_findings(ledger))}</p>
+<h2>Abstract</h2><p>{_esc(ABSTRACT)}</p><div id='findings'><p><b>Findings at this scale.</b>
+{"</p><p>".join(_esc(p) for p in findings_abstract(ledger).split(chr(10) * 2))}</p></div>
 <h2>The scale</h2><p>Paper A's configuration against this scale's, generated from the registry, with the reason
 for every change:</p>{card_html(scale)}
-<h2>Sections</h2><ol>{secs}</ol>
+<h2>Sections</h2><ol>{secs}</ol><p>Terms are defined in the <a href='glossary.html'>glossary</a>; each
+page links a term's first use to it.</p>
+<h2>What this scale can test</h2><p>Per verdict: whether every unit it rests on could detect the claim's
+smallest effect of interest at the seeds it has (its MDE at most its SESOI), and what would test it
+(<code>tiedlm_lib.testability</code>, from the ledger).</p>{rows_html(testability(ledger), "testability")}
 <h2>Claims ledger</h2><p>{len(ledger.get('claims', []))} verdicts from the sections
 {'(also as <a href="../claims.md">claims.md</a>)' if claims_md.is_file() else ''}.</p>
 {claims_table(ledger, anchored)}
@@ -382,7 +421,6 @@ for every change:</p>{card_html(scale)}
                     f"<td><b>{total:.0f}</b></td></tr></table>" if timings else
                     "<p>No <code>make paper</code> run has been recorded at this scale yet.</p>"}
 </body></html>"""
-    return atomic_write_text(out / "index.html", page)
 
 
 def print_plan(scale: str, seeds: list[int] | None = None) -> int:
@@ -442,7 +480,7 @@ def main(argv: list[str] | None = None) -> int:
             execute(a.scale, only, log=lambda m: print(m, flush=True), seeds=seeds, jobs=a.jobs)
         index = render_html(a.scale, name=name)
         if name == "cpu":  # the README's findings are the cpu ledger's, its scale card the cpu scale's
-            update_findings(project_root() / "README.md", read_ledger(project_root() / "paper" / "cpu"))
+            update_readme(project_root() / "README.md", read_ledger(project_root() / "paper" / "cpu"))
             replace_block(project_root() / "README.md", CARD_BEGIN, CARD_END, card_markdown("cpu"))
     except (ValueError, FileNotFoundError, NotebookFailed) as e:
         print(f"error: {e}", file=sys.stderr)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +26,34 @@ def markdown_table(df) -> str:
     lines = ["| " + " | ".join(cols) + " |", "|" + "|".join("---" for _ in cols) + "|"]
     lines += ["| " + " | ".join(fmt(v) for v in row) + " |" for row in df.itertuples(index=False)]
     return "\n".join(lines) + "\n"
+
+
+MAX_PARAGRAPH_WORDS = 180  # plain prose (issue 33): a generated paragraph a reader takes in at once
+MAX_SENTENCE_WORDS = 45
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z(*\"'`])|(?<=[.!?])\s+(?=[0-9])")
+
+
+def sentences(paragraph: str) -> list[str]:
+    """A paragraph's sentences: split after ``. ! ?`` followed by a space and a capital, a digit, a bracket,
+    emphasis or a quote — so "p = 0.05" and "e.g. the" stay whole."""
+    return [x for x in _SENTENCE_END.split(" ".join(paragraph.split())) if x.strip()]
+
+
+def readability_problems(text: str, where: str = "text") -> list[str]:
+    """Paragraphs (separated by a blank line) over ``MAX_PARAGRAPH_WORDS`` words and sentences over
+    ``MAX_SENTENCE_WORDS``, each named with its opening words; [] when the text reads plainly."""
+    out = []
+    for para in (p for p in re.split(r"\n\s*\n", text) if p.strip()):
+        words = len(para.split())
+        if words > MAX_PARAGRAPH_WORDS:
+            out.append(f"{where}: a paragraph of {words} words (at most {MAX_PARAGRAPH_WORDS}): "
+                       f"{' '.join(para.split()[:8])} ...")
+        for sent in sentences(para):
+            n = len(sent.split())
+            if n > MAX_SENTENCE_WORDS:
+                out.append(f"{where}: a sentence of {n} words (at most {MAX_SENTENCE_WORDS}): "
+                           f"{' '.join(sent.split()[:8])} ...")
+    return out
 
 
 def setup_altair() -> None:
@@ -165,6 +194,9 @@ class Report:
             if not _same(again, f["value"]):
                 raise ValueError(f"fact {n!r} is {f['value']!r} but its table now gives {again!r}")
         text = template.format(**{n: f["value"] for n, f in self._facts.items()}, **words)
+        problems = readability_problems(text, f"prose {heading!r}")
+        if problems:  # plain prose: a long paragraph becomes short ones (a blank line, or another heading)
+            raise ValueError("; ".join(problems))
         self._prose.append({"heading": heading, "template": template, "text": text, "words": words,
                             "facts": {n: self._facts[n] for n in sorted(names & set(self._facts))}})
         atomic_write_text(self._table_path("prose").with_suffix(".json"),

@@ -409,7 +409,8 @@ rep.prose("Results", "At the deepest benchmarked depth (k = {k}) the paper's pha
           "backprop's peak memory and {time:.0%} of its step time. Trained on the small model, it ended "
           "{short:+.3f} nats from full backprop after the {short_steps}-step run (pooled over {n} seed{s} "
           "{short_p:+.3f} [{short_lo:+.3f}, {short_hi:+.3f}]) and {long:+.3f} after the {long_steps}-step run. At "
-          "the end of the {H}-step horizon it lay {hz:+.3f} nats from it (pooled over {n_h} seed{s_h} {hz_p:+.3f} "
+          "the end of the {H}-step horizon the phantom run lay {hz:+.3f} nats from full backprop (pooled over {n_h} "
+          "seed{s_h} {hz_p:+.3f} "
           "[{hz_lo:+.3f}, {hz_hi:+.3f}]; means over seeds otherwise).\n\n"
           "Along the horizon the gap changed by {slope_p:+.3f} nats per "
           "doubling of the steps (pooled [{slope_lo:+.3f}, {slope_hi:+.3f}]), a description of one schedule's "
@@ -465,10 +466,10 @@ rep.prose("What this means", "The phantom gradient's saving in memory and time i
               side(a10.evidence[GROWS]), "neither above 0 nor inside ±0.05 nats"),
           a10=a10.verdict,
           horizon={"reproduced": "So an approximate gradient has to be validated on the full training horizon",
-                   "not reproduced": ("At the horizon's end it does not underfit full backprop here: the pooled "
-                                      f"gap lies {under_lies}") if UNDER in against(a10)
+                   "not reproduced": ("At the horizon's end the phantom run does not underfit full backprop here: "
+                                      f"the pooled gap lies {under_lies}") if UNDER in against(a10)
                    else "So here a short-run check of the approximate gradient does not mislead about the long run"
-                   }.get(a10.verdict, "So whether a short-run check of an approximate gradient misleads is not "
+                   }.get(a10.verdict, "Whether a short-run check of an approximate gradient misleads is not "
                          "settled here"), a3=a3[1].verdict, a3p=a3[0].verdict,
           a3_words="near uniform guessing while k = K lands" if a3[1].verdict == "reproduced" else
           "not near uniform guessing" if SHALLOW in a3_against else

@@ -678,17 +678,17 @@ rep.prose("What this means", "Post-hoc exit on a single-depth model is {a4_words
           + (" At τ = 0.4 its penalty is {share_c:.0%} of the depth gap, against {share_paper:.0%} in the paper."
              if has_share else "") + "\n\n"
           "NLL saturates {a5_small:+.1f} [{a5_small_lo:+.1f}, {a5_small_hi:+.1f}] (small) and {a5_large:+.1f} "
-          "[{a5_large_lo:+.1f}, {a5_large_hi:+.1f}] (large) iterations later than mean max-prob, pooled over "
-          "seeds. Max-prob saturates first in {n_sat} of {n5_cells} size × seed cells. So {conf_words} "
-          "(A5 {a5}).\n\n"
+          "[{a5_large_lo:+.1f}, {a5_large_hi:+.1f}] (large) iterations after mean max-prob, pooled over "
+          "seeds (negative: before it). Max-prob saturates first in {n_sat} of {n5_cells} size × seed cells. "
+          "{conf_words} (A5 {a5}).\n\n"
           "Exit at k = 1 from a multi-depth model costs, pooled, {a6_small:+.3f} [{a6_small_lo:+.3f}, "
           "{a6_small_hi:+.3f}] (small) and {a6_large:+.3f} [{a6_large_lo:+.3f}, {a6_large_hi:+.3f}] (large) nats "
           "against its best depth. Against ±0.05 that is {free} (A6 {a6}{a6_alone}). Its best NLL minus the "
           "single-depth model's, pooled, is {a8_small:+.3f} [{a8_small_lo:+.3f}, {a8_small_hi:+.3f}] (small) and "
           "{a8_large:+.3f} [{a8_large_lo:+.3f}, {a8_large_hi:+.3f}] (large) nats, per seed from {c8_min:+.3f} to "
-          "{c8_max:+.3f}. So {ceiling} (A8 {a8}{a8_alone}).\n\n"
+          "{c8_max:+.3f}. {ceiling} (A8 {a8}{a8_alone}).\n\n"
           "Of the {n7_models} sizes' best models ({best_names}; no other model can have both by definition), "
-          "{n7_lacks} are shown to lack a free exit or depth scaling{has_both}{undetermined}. So {law_words} "
+          "{n7_lacks} are shown to lack a free exit or depth scaling{has_both}{undetermined}. {law_words} "
           "(A7 {a7}). The reading paper A gives, multi NLL(1) − single NLL(K), pooled, is {r7_small:+.3f} "
           "[{r7_small_lo:+.3f}, {r7_small_hi:+.3f}] (small) and {r7_large:+.3f} [{r7_large_lo:+.3f}, "
           "{r7_large_hi:+.3f}] (large), against the paper's {paper_across_small:+.3f} and "
@@ -697,26 +697,26 @@ rep.prose("What this means", "Post-hoc exit on a single-depth model is {a4_words
           best_names=", ".join(f"{sz}: {m}" for sz, m in best_model.items()),
           has_both=f" ({', '.join(named('has both'))} has both)" if named("has both") else "",
           undetermined=f"; undetermined: {', '.join(named('undetermined'))}" if named("undetermined") else "",
-          law_words={"reproduced": "the best model of each size pays for one of the two, so depth scaling and free "
+          law_words={"reproduced": "The best model of each size pays for one of the two, so depth scaling and free "
                                    "exit do not coexist in any model trained here",
-                     "not reproduced": "some model has both a k = 1 exit within the margin of the size's best and a "
+                     "not reproduced": "Some model has both a k = 1 exit within the margin of the size's best and a "
                                        "depth gap beyond it, so the two coexist",
-                     }.get(a7.verdict, "the law is not settled: some model is shown neither to lack one nor to have "
+                     }.get(a7.verdict, "The law is not settled: some model is shown neither to lack one nor to have "
                                        "both"),
           a4=a4["corrected"].verdict, a4p=a4["paper"].verdict, q2=q2["verdict"], a5=a5.verdict, K=str(K),
           a4_words={"reproduced": "worse than running every position to the same average depth",
                     "not reproduced": "at some judged threshold better than uniform depth, or worse by less than "
                                       "0.05 nats"}.get(a4["corrected"].verdict, "not settled against uniform depth"),
-          conf_words={"reproduced": "confidence saturates before quality at both sizes",
-                      "not reproduced": "at some size confidence does not saturate before quality, or within one "
-                                        "iteration of it"}.get(a5.verdict, "whether confidence saturates first is "
+          conf_words={"reproduced": "Confidence saturates before quality at both sizes",
+                      "not reproduced": "At some size confidence does not saturate before quality, or within one "
+                                        "iteration of it"}.get(a5.verdict, "Whether confidence saturates first is "
                                                                            "not settled at both sizes"),
           free={"reproduced": "free within the margin at both sizes",
                 "not reproduced": "costlier than the margin at some size"}.get(
               a6.verdict, "not shown to be free within the margin: an interval straddles it"),
           a6=a6.verdict, a7=a7.verdict, a6_alone=alone(a6), a8_alone=alone(a8),
-          ceiling={"reproduced": "multi-depth supervision does not lower the ceiling beyond the margin",
-                   "not reproduced": "at some size multi-depth supervision lowers the ceiling beyond the margin"}.get(
-              a8.verdict, "whether it lowers the ceiling by more than the margin is not settled"
+          ceiling={"reproduced": "Multi-depth supervision does not lower the ceiling beyond the margin",
+                   "not reproduced": "At some size multi-depth supervision lowers the ceiling beyond the margin"}.get(
+              a8.verdict, "Whether multi-depth supervision lowers the ceiling by more than the margin is not settled"
               + (", though every seed's best multi-depth NLL is the worse" if c8_min > 0 else "")),
           a8=a8.verdict)

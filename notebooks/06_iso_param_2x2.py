@@ -150,7 +150,8 @@ ge = alt.Chart(gaps).mark_rule().encode(x="lo:Q", x2="hi:Q", y="seed:N", color="
 zero = (alt.Chart(pd.DataFrame({"x": [0]})).mark_rule(color="gray").encode(x="x:Q")
         + alt.Chart(pd.DataFrame({"x": [0], "t": ["0: no difference"]})).mark_text(
             align="left", dx=3, dy=-4, color="gray", fontSize=9).encode(x="x:Q", y=alt.value(6), text="t:N"))
-rep.chart((ge + gc + zero).properties(width=260, height=90).facet(facet="gap:N", columns=2).properties(
+rep.chart((ge + gc + zero).properties(width=260, height=90).facet(
+    facet=alt.Facet("gap:N", sort=list(dict.fromkeys(gaps.gap))), columns=2).properties(
     title=f"Gaps per seed with paired 95% CIs, {TRAINED}"), "gaps")
 
 # %% [markdown]

@@ -80,7 +80,7 @@ from tiedlm_lib.dcp import decompose, evaluate_schedules, split_documents
 from tiedlm_lib.experiments import get_scale, intervention_arm, section_overrides
 from tiedlm_lib.lens import ProbeSpec, all_probes, collect_states, data_curve, paired_share_difference, share_by_probe
 from tiedlm_lib.memo import memoised
-from tiedlm_lib.report import Report, seed_color, stroke_dash
+from tiedlm_lib.report import Report, listed, seed_color, stroke_dash
 from tiedlm_lib.reported import reported
 from tiedlm_lib.schedules import budget, plan
 from tiedlm_lib.stats import Estimate, paired_diff
@@ -664,11 +664,6 @@ b3_pooled.round(3)
 # the total; and the intervention arms' gaps side by side.
 
 # %%
-def listed(xs):
-    xs = list(xs)
-    return "none" if not xs else xs[0] if len(xs) == 1 else ", ".join(xs[:-1]) + " and " + xs[-1]
-
-
 CAPACITY = ("temperature", "diagonal", "full", "tuned")  # forms in order of what they can express
 capacity = rep.table(pd.DataFrame([
     {"probe": p.name, "placement": p.placement, "form": p.form,
@@ -781,7 +776,7 @@ rep.prose("Results", "On the single-depth models (mean over both sizes and {n} s
           "edge of the widened grid ({edges}).\n\n" + capacity_sentence + " These shares are means over both sizes "
           "and all seeds.\n\n"
           "The data curve is measured on one model and one seed (the small single-depth model, seed {seed0}). At its "
-          "largest calibration set ({curve_tokens:,.0f} tokens) {rising} still gain more than {rising_pts} points of "
+          "largest calibration set ({curve_tokens:,.0f} tokens) {rising} still {gain} more than {rising_pts} points of "
           "share per step: {rising_words}. The others ({flat}) have levelled off.\n\n"
           "On the small model, re-adding the first update up to N applications (frozen(1), this project's control) "
           "accounts for {app:+.3f} of its {tot:.3f}-nat gap. It raises the norm of the state entering the top stack "
@@ -801,7 +796,7 @@ rep.prose("Results", "On the single-depth models (mean over both sizes and {n} s
           n=str(len(seeds)), s="s" if len(seeds) > 1 else "", edges=listed(at_edge) if at_edge else "none",
           low=low, high=high, steps=str(steps), headline=headline,
           seed0=str(seeds[0]), rising=listed(rising) if rising else "no probe", flat=listed(flat) if flat else "none",
-          rising_pts=f"{100 * RISING:.0f}",
+          rising_pts=f"{100 * RISING:.0f}", gain="gains" if len(rising) <= 1 else "gain",
           rising_words="their shares are lower bounds set by the calibration data" if rising else "none is "
           "data-starved at this size")
 
@@ -926,7 +921,7 @@ rep.prose("What this means: the decomposition and training", "{writes} the count
           "than new computation. Frozen(1) accounts for {app:+.3f} of the small model's {tot:.3f} nats (an "
           "extension, B1 {b1}).{scale_words} {b1_cut} the application-count term is {app_frac_min:.0%} to "
           "{app_frac_max:.0%} of the total across models and seeds.\n\n"
-          "B6 is a check ({b6}): the three schedule terms telescope to the total in every seed, by construction. "
+          "B6 is a check ({b6}): {telescope}. "
           "Pooled over seeds, the terms lie as follows. {b6_words} Block composition averages {block:+.3f} "
           "nats{b6_what}. The readout share and the application-count term measure the same gap from two sides, "
           "a probe and a schedule. So they overlap and need not sum to at most the whole.\n\n"
@@ -937,6 +932,10 @@ rep.prose("What this means: the decomposition and training", "{writes} the count
           b6_what=(", so what it separates is the application count from the distinct depth" if abs(
               term_share["block composition / total"].mean()) < verdicts.TERM_FRACTION else ""),
           b1=judged_b1.verdict, b5=judged_b5.verdict, b6=judged_b6.verdict,
+          telescope=("the three schedule terms telescope to the total in every seed, by construction"
+                     if judged_b6.verdict == "check passed" else
+                     "the three schedule terms do not telescope to the total in some seed, which construction "
+                     "promises: a defect to look for"),
           b1_cut=f"Against B1's {1 - verdicts.TERM_FRACTION:.0%} cut (neither factor is the whole gap),",
           b6_words=" ".join(f"On {m}, " + ", ".join(f"{n} {side_words(judged_b6.evidence[m][n])}"
                                                      for n in SCHEDULE_TERMS) + "." for m in SINGLE),

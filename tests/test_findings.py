@@ -14,7 +14,8 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def _ledger(point=0.42, lo=0.3, hi=0.5, seeds=5):
-    unit = {"s0": [point, lo, hi], "pooled": {"point": point, "interval": [lo, hi], "seeds": seeds, "sesoi": 0.05}}
+    unit = {"s0": [point, lo, hi], "pooled": {"point": point, "interval": [lo, hi], "seeds": seeds, "sesoi": 0.05,
+                                              "threshold": 0.0}}
 
     def entry(cid, protocol, verdict, key):
         return {"id": cid, "protocol": protocol, "verdict": verdict, "notebook": "nb", "evidence": {key: unit}}
@@ -28,9 +29,12 @@ def _ledger(point=0.42, lo=0.3, hi=0.5, seeds=5):
 def test_a_sentence_per_finding_the_ledger_holds_with_its_numbers_and_verdict():
     got = findings.finding_sentences(_ledger())
     assert len(got) == 2
-    assert "+0.42 [+0.30, +0.50] nats, pooled over 5 seeds (A1 reproduced)" in got[0]  # the corrected entry
-    assert "+0.420 [+0.300, +0.500] nats (Q4 no)" in got[1]  # the entry that holds the unit
-    assert "pooled over 1 seed (A1" in findings.finding_sentences(_ledger(seeds=1))[0]
+    assert got[0].endswith("+0.42 [+0.30, +0.50] nats, pooled over 5 seeds (interval above 0; A1 reproduced).")
+    assert got[1].endswith("+0.420 [+0.300, +0.500] nats (interval above 0; Q4 no).")  # the entry with the unit
+    assert "pooled over 1 seed (" in findings.finding_sentences(_ledger(seeds=1))[0]
+    inside = findings.finding_sentences(_ledger(point=0.01, lo=-0.02, hi=0.03))[0]
+    assert "(interval inside ±0.05; A1 reproduced)" in inside  # where the interval lies, beside the verdict
+    assert "(interval across 0 or its margin;" in findings.finding_sentences(_ledger(point=0.1, lo=-0.1, hi=0.3))[0]
     assert findings.finding_sentences({"claims": []}) == []
     text = findings.abstract(_ledger())
     assert text.startswith(" ".join(got) + "\n\nUnder the paper's protocol")  # findings, then the counts
@@ -41,7 +45,9 @@ def test_a_sentence_per_finding_the_ledger_holds_with_its_numbers_and_verdict():
 def test_every_generated_text_reads_plainly():
     long = {"claims": [{"id": f.claim, "protocol": f.protocol, "verdict": "not reproduced",
                         "evidence": {f.unit: {"pooled": {"point": -10.123, "interval": [-10.5, -9.75], "seeds": 12,
-                                                         "sesoi": 0.05}}}} for f in findings.FINDINGS]}
+                                                         "sesoi": 0.05, "threshold": 0.0}},
+                                     "other unit": {"pooled": {"point": 1.0, "interval": [0.5, 1.5]}}}}
+                       for f in findings.FINDINGS]}
     assert len(findings.finding_sentences(long)) == len(findings.FINDINGS)
     assert readability_problems(findings.abstract(long)) == []
     assert readability_problems(findings.abstract(read_ledger(ROOT / "paper" / "cpu"))) == []

@@ -21,28 +21,29 @@ class Finding:
     claim: str
     protocol: str
     unit: str  # the unit's key in the entry's evidence (as ``claims._pooled_units`` names it)
-    template: str  # {p}, {lo}, {hi}: the pooled point and interval; {v}: the verdict; {n}: the seeds
+    template: str  # {p}, {lo}, {hi}: the pooled point and interval; {n}: the seeds. The sentence ends with where
+    # the unit's interval lies and the entry's verdict (``finding_sentences``)
 
 
 FINDINGS: tuple[Finding, ...] = (
     Finding("A1", "corrected", "depth scaling: v3",
             "Depth scaling under single-depth training: on the small model NLL(1) − NLL(K) is {p:+.2f} [{lo:+.2f}, "
-            "{hi:+.2f}] nats, pooled over {n} (A1 {v})."),
+            "{hi:+.2f}] nats, pooled over {n}"),
     Finding("A6", "corrected", "small",
             "Exiting a multi-depth model at k = 1 costs {p:+.3f} [{lo:+.3f}, {hi:+.3f}] nats against its best "
-            "depth on the small model (A6 {v})."),
+            "depth on the small model"),
     Finding("A8", "corrected", "small",
-            "Multi-depth supervision moves the small model's best NLL by {p:+.3f} [{lo:+.3f}, {hi:+.3f}] nats "
-            "against single-depth training (A8 {v})."),
+            "On the small model the best NLL under multi-depth supervision minus the best under single-depth "
+            "training is {p:+.3f} [{lo:+.3f}, {hi:+.3f}] nats"),
     Finding("A10", "corrected", "underfits over the horizon: phantom - full",
-            "At the end of the horizon study the paper's phantom gradient lies {p:+.3f} [{lo:+.3f}, {hi:+.3f}] "
-            "nats from full backprop (A10 {v})."),
+            "At the end of the horizon study the paper's phantom gradient's NLL minus full backprop's is {p:+.3f} "
+            "[{lo:+.3f}, {hi:+.3f}] nats"),
     Finding("A13", "corrected", "tied - vanilla",
-            "The tied model minus the iso-parameter vanilla model is {p:+.3f} [{lo:+.3f}, {hi:+.3f}] nats of "
-            "real-token NLL (A13 {v})."),
+            "The tied model's real-token NLL minus the iso-parameter vanilla model's is {p:+.3f} [{lo:+.3f}, "
+            "{hi:+.3f}] nats"),
     Finding("Q4", "corrected", "tied - compute-matched vanilla",
-            "Against a vanilla model matched in compute rather than parameters, the tied model is {p:+.3f} "
-            "[{lo:+.3f}, {hi:+.3f}] nats (Q4 {v})."),
+            "Against a vanilla model matched in compute rather than parameters, the tied model's NLL minus the "
+            "vanilla model's is {p:+.3f} [{lo:+.3f}, {hi:+.3f}] nats"),
 )
 
 
@@ -56,6 +57,17 @@ def _unit(ledger: dict[str, Any], f: Finding) -> tuple[dict[str, Any], dict[str,
     return None
 
 
+def where(block: dict[str, Any]) -> str:
+    """Where a unit's pooled interval lies against its threshold and SESOI, in words (``verdicts.side``)."""
+    from .verdicts import side
+
+    t, d = block.get("threshold", 0.0), block.get("sesoi")
+    if "threshold" not in block or d is None:
+        return "95% interval"
+    return {"negligible": f"interval inside ±{d:g}", "below 0": f"interval below {t:g}",
+            "above 0": f"interval above {t:g}"}.get(side(block), f"interval across {t:g} or its margin")
+
+
 def finding_sentences(ledger: dict[str, Any], findings: tuple[Finding, ...] = FINDINGS) -> list[str]:
     """One sentence per finding whose unit the ledger holds, in ``findings`` order."""
     out = []
@@ -66,8 +78,10 @@ def finding_sentences(ledger: dict[str, Any], findings: tuple[Finding, ...] = FI
         e, block = hit
         lo, hi = block["interval"]
         n = block.get("seeds")
-        out.append(f.template.format(p=block["point"], lo=lo, hi=hi, v=e["verdict"],
-                                     n="? seeds" if n is None else f"{n} seed{'s' if n != 1 else ''}"))
+        text = f.template.format(p=block["point"], lo=lo, hi=hi,
+                                 n="? seeds" if n is None else f"{n} seed{'s' if n != 1 else ''}")
+        whole = " as a whole" if len(_pooled_units(e.get("evidence", {}))) > 1 else ""
+        out.append(f"{text} ({where(block)}; {f.claim}{whole} {e['verdict']}).")
     return out
 
 

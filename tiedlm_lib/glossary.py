@@ -31,9 +31,9 @@ TERMS: tuple[Term, ...] = (
     Term("alpha", "α (alpha)", r"α",
          "A loop's learned step size in z ← z + α·f(z); one scalar per loop."),
     Term("k", "k, K and N", r"\b[kKN] = (?:\d+|K|N)\b",
-         "k is a depth: the number of loop applications run. K is the depth a model was trained at. N counts a "
-         "layout's core applications (every loop's iterations and the bridges between them); in a single loop "
-         "N = K."),
+         "Two counts share the letter. A model's depth k (paper A) runs every loop k times; K is the depth it was "
+         "trained at. A schedule's k (paper B) counts core applications: every loop iteration and every bridge "
+         "layer between loops. N is the core's length in the trained model. In a single loop both agree and N = K."),
     Term("schedules", "schedules: prefix, repeat, suffix, frozen", r"\b(?:prefix|repeat|suffix|frozen)(?=\()",
          "Paper B's ways to run a model with less distinct computation. prefix(k): the first k core applications. "
          "repeat(k): the first k, then the k-th re-applied until N have run. suffix(k): the last k. frozen(k): the "
@@ -52,7 +52,8 @@ TERMS: tuple[Term, ...] = (
          "is correctable at the readout."),
     Term("refits", "refits", r"\brefits?\b",
          "Probes fitted again on resampled calibration documents, so that a share's interval carries the probe's "
-         "own fitting noise. Their intervals are centred on the point (uncentred intervals can exclude it)."),
+         "own fitting noise. Their mean shift from the point is removed, so the interval is centred on the point "
+         "(an uncentred interval can exclude it)."),
     Term("pooled", "pooled interval", r"\bpooled (?:95% )?intervals?\b",
          "The interval of an effect pooled over training seeds: a random-effects mean with the "
          "Hartung–Knapp–Sidik–Jonkman interval, widened by the document error every seed shares. The training "
@@ -64,10 +65,12 @@ TERMS: tuple[Term, ...] = (
          "Two one-sided tests: an equivalence test. The effect is negligible when its interval lies wholly inside "
          "± the SESOI."),
     Term("mde", "MDE", r"\bMDE\b",
-         "The minimum detectable effect: the smallest effect the seeds a claim has would detect with 80% power."),
+         "The minimum detectable effect: the smallest distance from the threshold that the seeds a unit has would "
+         "detect with 80% power, computed with an upper bound on the between-seed SD."),
     Term("bonferroni", "Bonferroni level", r"\bBonferroni\b",
-         "A claim over several units (sizes, depths, probes) is decided at 1 − 0.05/m per unit for m units, so the "
-         "claim as a whole keeps its 5% error rate."),
+         "A claim over several units (sizes, depths, probes) is reproduced only if every unit is, each at the plain "
+         "95% level (an intersection-union test needs no correction). It is not reproduced if some unit contradicts "
+         "it at the Bonferroni level 1 − 0.05/m for m units, its interval recomputed at that level."),
     Term("prediction", "prediction interval", r"\bprediction intervals?\b",
          "Where a new seed's estimate would fall with 95% probability: wider than the pooled interval, it shows "
          "whether a claim is seed-sensitive."),
@@ -85,8 +88,9 @@ TERMS: tuple[Term, ...] = (
          "touches it, under the corrected protocol. An extension verdict rests on a control this project added."),
     Term("versions", "v3-v14 and the c-controls", r"\bv(?:3|4|5|6|7|9|10|12|13|14)(?:c|u)?\b",
          "Paper A's model versions: v3/v4 small single-/multi-depth, v5/v6 large, v7 long phantom run, v9 "
-         "iso-parameter vanilla, v10 long full-backprop run, v12-v14 two to four loops. This project adds v9c (a "
-         "compute-matched vanilla model), v14c (v14 with its closing layer restored) and v14u (v14 with an "
+         "iso-parameter vanilla, v10 full-backprop counterpart of v7, v12-v14 two to four loops (at the small "
+         "scales v9-v14 train at the small size for 0.8x the short run; the scale card says so). This project "
+         "adds v9c (a compute-matched vanilla model), v14c (v14 with its closing layer restored) and v14u (v14 with an "
          "under-iterated last loop)."),
     Term("ltt", "Learn-then-Test", r"\bLearn-then-Test\b",
          "A way to choose an exit threshold with a guarantee: thresholds are tested in a fixed order on calibration "
@@ -105,10 +109,11 @@ def markdown() -> str:
 
 def page_html(style: str) -> str:
     """glossary.html of the HTML paper."""
-    entries = "".join(f"<dt id='{t.slug}'><b>{html.escape(t.term)}</b></dt><dd>{_inline(t.definition)}</dd>"
+    entries = "".join(f'<dt id="{t.slug}"><b>{html.escape(t.term)}</b></dt><dd>{_inline(t.definition)}</dd>'
                       for t in TERMS)
     return (f"<!doctype html><html><head><meta charset='utf-8'><title>tiedlm — glossary</title><style>{style}"
-            "dd{margin:0 0 .8em 1.5em}</style></head><body><p><a href='index.html'>index</a></p><h1>Glossary</h1>"
+            "dd{margin:0 0 .8em 1.5em}</style></head><body><nav class='tiedlm-nav'><a href='index.html'>index</a></nav>"
+            "<h1>Glossary</h1>"
             f"<dl>{entries}</dl></body></html>")
 
 

@@ -33,6 +33,12 @@ MAX_SENTENCE_WORDS = 45
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z(*\"'`])|(?<=[.!?])\s+(?=[0-9])")
 
 
+def listed(xs) -> str:
+    """Items as prose: "a", "a and b", "a, b and c" ("none" for none)."""
+    xs = [str(x) for x in xs]
+    return "none" if not xs else xs[0] if len(xs) == 1 else ", ".join(xs[:-1]) + " and " + xs[-1]
+
+
 def sentences(paragraph: str) -> list[str]:
     """A paragraph's sentences: split after ``. ! ?`` followed by a space and a capital, a digit, a bracket,
     emphasis or a quote — so "p = 0.05" and "e.g. the" stay whole."""

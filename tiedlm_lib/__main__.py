@@ -4,7 +4,7 @@
     python -m tiedlm_lib info v5 --scale paper
     python -m tiedlm_lib train v3 --scale cpu [--seed 0] [--set train.steps=200 --set model.block=residual]
     python -m tiedlm_lib eval v3 --scale cpu [--depths 1,2,4,8,16,32] [--taus 0,0.2,0.4,0.6,0.8,0.95]
-    python -m tiedlm_lib train-all --scale cpu [--seeds 0,1,2] [--only v3,v4] [--reverse] [--status]
+    python -m tiedlm_lib train-all --scale cpu [--seeds 0,1,2] [--extended 5,6] [--only v3,v4] [--reverse] [--status]
     torchrun --nproc_per_node=N -m tiedlm_lib train-all --scale paper      # every rank trains each run together
     python -m tiedlm_lib dcp --model DIR[,DIR...] --data FILE.jsonl [--probes head/diagonal,loop/tuned] [--out DIR]
 """
@@ -111,11 +111,12 @@ def cmd_train_all(args) -> None:
     an interrupted run resumes from its checkpoint. Two processes may share the work (one with ``--reverse``): a run
     that one is training, the other waits for instead of training twice."""
     seeds = _ints(args.seeds, "--seeds") if args.seeds else None
-    todo = notebook_runs(args.scale, seeds)
+    extended = None if not args.extended else [] if args.extended == "none" else _ints(args.extended, "--extended")
+    todo = notebook_runs(args.scale, seeds, extended)
     if args.sections:
-        todo = _of_sections(todo, section_runs(args.scale, seeds), args.sections)
+        todo = _of_sections(todo, section_runs(args.scale, seeds, extended), args.sections)
     if args.status:
-        by_section = section_runs(args.scale, seeds)
+        by_section = section_runs(args.scale, seeds, extended)
         if args.sections:
             by_section = {k: v for k, v in by_section.items() if k in {w.strip()[:2] for w in args.sections.split(",")}}
         return _print_status(todo, args, by_section)
@@ -130,7 +131,7 @@ def cmd_train_all(args) -> None:
         todo = todo[::-1]
     # a continuation (SFT, paper B's intervention) starts from its base run's weights: whatever the order, the base
     # is trained first (a --reverse worker meets continuations before their bases)
-    bases = {f"{c.scale}/{c.cache_name()}/model.safetensors": c for c in notebook_runs(args.scale, seeds)}
+    bases = {f"{c.scale}/{c.cache_name()}/model.safetensors": c for c in notebook_runs(args.scale, seeds, extended)}
     rank = int(os.environ.get("RANK", "0"))  # torchrun sets it before any process group exists
     done = sum(is_complete(run_dir(c, args.runs)) for c in todo)
     if rank == 0:
@@ -366,6 +367,9 @@ def main(argv: list[str] | None = None) -> int:
     sp = sub.add_parser("train-all", help="train every run the sections need into the runs cache")
     sp.add_argument("--scale", default="cpu", help="smoke | cpu | paper (default cpu)")
     sp.add_argument("--seeds", default="", help="comma-separated seeds (default: the scale's)")
+    sp.add_argument("--extended", default="", help="comma-separated seeds at which only the cheap small-model runs "
+                    "of registry.EXTENDED are trained (default: the scale's extended_seeds when --seeds is not "
+                    "given, none when it is; 'none': none)")
     sp.add_argument("--only", default="", help="comma-separated run names (e.g. v3,v4,dcp-sampled)")
     sp.add_argument("--sections", default="", help="comma-separated sections (e.g. 06,07): only the runs they "
                     "train, so one section can be executed while the next one's runs train")

@@ -3,6 +3,7 @@ experiments, continuation and SFT runs) and the cache that trains each run once 
 
 from .registry import (  # noqa: F401
     EXPERIMENTS,
+    EXTENDED,
     SCALES,
     Experiment,
     Scale,
@@ -11,6 +12,7 @@ from .registry import (  # noqa: F401
     check_seeds,
     continuation,
     experiment,
+    extended_seeds,
     get_scale,
     horizon_seeds,
     intervention_arm,

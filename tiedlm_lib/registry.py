@@ -48,6 +48,9 @@ class Scale:
     log_every: int = 10
     chosen: str = ""  # how the sizes and learning rates were chosen (disclosed beside every result at this scale)
     seeds: tuple[int, ...] = (0,)  # the training seeds every section's verdicts rest on at this scale
+    # further seeds for the cheap small-model runs of ``EXTENDED`` and the units that read them (docs/statistics.md
+    # amendment 14); a section run with its own ``seeds`` uses none unless it asks (``extended_seeds``)
+    extended_seeds: tuple[int, ...] = ()
     exact: bool = False  # the paper's own runs and recipes (no small-model economy in sections 05-07 and 10)
     sft_steps: int | None = None  # SFT steps and lr; None: a quarter of the base run's steps at a quarter of its lr
     sft_lr: float | None = None
@@ -84,7 +87,7 @@ SCALES: dict[str, Scale] = {
                    "against any claim"),
     "cpu": Scale("cpu", Size(64, 2, 2e-3, 2e-4), Size(128, 4, 1e-3, 1e-4), K=16, seq_len=128, vocab_size=512,
                  batch_size=16, short_steps=1000, long_steps=1500, long_warmup=100, depths=(1, 2, 4, 8, 16),
-                 seeds=(0, 1, 2), checkpoint_every=100, horizon_steps=13_000,
+                 seeds=(0, 1, 2, 3, 4), extended_seeds=(5, 6, 7, 8, 9), checkpoint_every=100, horizon_steps=13_000,
                  chosen="vocabulary and learning rate picked on 2 cores to make the single-depth depth gap of v3 "
                  "visible (1000 steps, held-out NLL k=1 -> 16): vocab 2048 / lr 1e-3 gave a 0.12-nat gap, vocab 512 / "
                  "lr 1e-3 0.23, vocab 512 / lr 2e-3 0.83 (3.74 -> 2.91); the large size at lr 1e-3 3.31 -> 2.89. The "
@@ -356,28 +359,33 @@ def section_overrides(scale: str) -> dict[str, Any]:
     return {} if s.exact else {"size": "small", "train.steps": int(0.8 * s.short_steps)}
 
 
-def notebook_runs(scale: str, seeds: Sequence[int] | None = None) -> list[RunConfig]:
+def notebook_runs(scale: str, seeds: Sequence[int] | None = None,
+                  extended: Sequence[int] | None = None) -> list[RunConfig]:
     """Every run the sections train at ``scale`` for ``seeds`` (default: the scale's), in a training order (bases
     before their continuations), without duplicates: what ``python -m tiedlm_lib train-all`` trains into the runs
     cache ahead of ``make paper``, and what ``python -m tiedlm_lib.paper --plan`` budgets. It mirrors the sections'
-    ``get_run`` calls at their default parameters; a section run with other parameters trains what it lacks itself."""
-    return [cfg for cfg, _ in _tagged_runs(scale, seeds)]
+    ``get_run`` calls at their default parameters; a section run with other parameters trains what it lacks itself.
+    ``extended``: the seeds at which only ``EXTENDED``'s runs are trained (default as ``extended_seeds``)."""
+    return [cfg for cfg, _ in _tagged_runs(scale, seeds, extended)]
 
 
-def section_runs(scale: str, seeds: Sequence[int] | None = None) -> dict[str, list[RunConfig]]:
+def section_runs(scale: str, seeds: Sequence[int] | None = None,
+                 extended: Sequence[int] | None = None) -> dict[str, list[RunConfig]]:
     """Per section (its two-digit number, "01" … "12"), the runs of ``notebook_runs`` it trains, bases included,
     in the same order: train one section's runs (``train-all --sections 06``), then execute that section while the
     next one's train. The claims section (11) trains nothing and has no entry."""
     out: dict[str, list[RunConfig]] = {}
-    for cfg, sections in _tagged_runs(scale, seeds):
+    for cfg, sections in _tagged_runs(scale, seeds, extended):
         for sec in sorted(sections):
             out.setdefault(sec, []).append(cfg)
     return dict(sorted(out.items()))
 
 
-def _tagged_runs(scale: str, seeds: Sequence[int] | None) -> list[tuple[RunConfig, set[str]]]:
+def _tagged_runs(scale: str, seeds: Sequence[int] | None, extended: Sequence[int] | None = None
+                 ) -> list[tuple[RunConfig, set[str]]]:
     """``notebook_runs`` with, for each run, the sections whose ``get_run`` calls ask for it."""
     s = get_scale(scale)
+    more = extended_seeds(scale, seeds, extended)
     seeds = check_seeds(list(seeds) if seeds is not None else list(s.seeds))
     short = section_overrides(scale)  # sections 05-07 and 10
     sft_short = None if s.exact else max(2, int(0.8 * s.short_steps) // 4)  # paper: the original recipe
@@ -411,6 +419,12 @@ def _tagged_runs(scale: str, seeds: Sequence[int] | None) -> list[tuple[RunConfi
             add(experiment("v3", scale, seed, {"train.backprop": mode, "train.steps": s.long_steps}), "02")
         for arm in INTERVENTION_ARMS:  # paper B's intervention (the sampled arm is the sampled-depth model)
             add(intervention_arm(small, arm, s.short_steps), "10", *(("04", "12") if arm == "sampled" else ()))
+    for seed in (x for x in more if x not in seeds):  # EXTENDED's runs only
+        small = add(experiment("v3", scale, seed), *EXTENDED["v3"])
+        add(experiment("v4", scale, seed), *EXTENDED["v4"])
+        add(intervention_arm(small, "sampled", s.short_steps), *EXTENDED["sampled"])
+        for name in ("v14", "v14u"):
+            add(experiment(name, scale, seed, short), *EXTENDED[name])
     for seed in seeds:  # the horizon study last: the longest runs, no other section waits for them; seed by seed,
         for mode in HORIZON_SEEDS:  # so that two workers (one --reverse) each complete a paired seed early
             if seed in horizon_seeds(scale, mode, seeds):
@@ -432,6 +446,28 @@ def horizon_seeds(scale: str, mode: str, seeds: Sequence[int] | None = None) -> 
     s = get_scale(scale)
     seeds = check_seeds(list(seeds) if seeds is not None else list(s.seeds))
     return [x for x in seeds if x in HORIZON_SEEDS[mode]]
+
+
+# The runs trained at a scale's ``extended_seeds`` and the sections that read them there (docs/statistics.md
+# amendment 14): the single-depth, multi-depth and sampled-depth small models (A4/Q2 and A7 at the small size, Q7) and
+# A16's equal-loop / under-iterated pair. Every other run, and every other unit, stays on the scale's ``seeds``.
+EXTENDED: dict[str, tuple[str, ...]] = {"v3": ("04", "12"), "v4": ("04", "12"), "sampled": ("04", "12"),
+                                        "v14": ("07",), "v14u": ("07",)}
+
+
+def extended_seeds(scale: str, seeds: Sequence[int] | None = None, extended: Sequence[int] | None = None
+                   ) -> list[int]:
+    """The seeds beyond ``seeds`` at which ``EXTENDED``'s units are also pooled: ``extended`` when given (``[]``:
+    none), else the scale's ``extended_seeds`` when ``seeds`` is the default (None) and none when a caller chose its
+    own seeds (``make paper SEEDS=0`` runs one seed throughout). Seeds already in ``seeds`` are left out."""
+    s = get_scale(scale)
+    base = check_seeds(list(seeds) if seeds is not None else list(s.seeds))
+    if extended is None:
+        extended = list(s.extended_seeds) if seeds is None else []
+    if not isinstance(extended, (list, tuple)):
+        raise ValueError(f"extended seeds must be a list of integers >= 0 such as [5, 6], got {extended!r}")
+    more = check_seeds(list(extended)) if extended else []
+    return [x for x in more if x not in base]
 
 
 # PROTOCOL §4.8: the paper's logged step times (ms/step, one GPU, 23M models unless named) per run name

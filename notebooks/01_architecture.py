@@ -20,7 +20,7 @@
 # %% tags=["parameters"]
 scale = "cpu"  # smoke | cpu | paper (the trained-model part uses this scale's cached runs)
 device = None  # cpu | cuda; default: TIEDLM_DEVICE, else CUDA when available, else the CPU
-seeds = None  # training seeds; default: the scale's (smoke: [0], cpu: [0, 1, 2])
+seeds = None  # training seeds; default: the scale's (smoke: [0], cpu: [0, 1, 2, 3, 4])
 figures_dir = None  # default: figures/<scale>/
 paper_dir = None  # default: paper/<scale>/
 

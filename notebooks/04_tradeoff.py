@@ -20,7 +20,8 @@
 # %% tags=["parameters"]
 scale = "cpu"  # smoke | cpu | paper
 device = None  # cpu | cuda; default: TIEDLM_DEVICE, else CUDA when available, else the CPU
-seeds = None  # training seeds; default: the scale's (smoke: [0], cpu: [0, 1, 2])
+seeds = None  # training seeds; default: the scale's (smoke: [0], cpu: [0, 1, 2, 3, 4])
+extended_seeds = None  # further seeds of the small models for A4/Q2 and A7; default: the scale's (cpu: 5-9)
 figures_dir = None  # default: figures/<scale>/
 paper_dir = None  # default: paper/<scale>/
 n_boot = 1000  # bootstrap replicates for confidence intervals
@@ -39,23 +40,30 @@ from tiedlm_lib.report import Report
 from tiedlm_lib.reported import reported, reported_k_sweep, reported_value
 from tiedlm_lib.stats import Estimate, paired_diff
 
-rep = Report("04_tradeoff", scale, figures_dir, paper_dir, seeds=seeds)
+rep = Report("04_tradeoff", scale, figures_dir, paper_dir, seeds=seeds, extended_seeds=extended_seeds)
 seeds = rep.seeds
 S = get_scale(scale)
 K = S.K
 all_depths = list(range(1, K + 1))
 PAIRS = {"small": ("v3", "v4"), "large": ("v5", "v6")}  # (single-depth, multi-depth) per size
-print(f"scale {scale}: K = {K}, supervised depths {S.depths}, seeds {seeds}")
+# the seeds of each size: the small models also at the extended seeds, which only A4/Q2 and A7 read (the units
+# docs/statistics.md amendment 14 pools over seeds 0-9); A5, A6 and A8 read `seeds` at both sizes
+SEEDS = {"small": seeds + rep.extended, "large": seeds}
+print(f"scale {scale}: K = {K}, supervised depths {S.depths}, seeds {seeds}"
+      + (f"; the small models also at seeds {rep.extended} (A4/Q2, A7)" if rep.extended else ""))
 
 # %% [markdown]
 # ## The runs
 #
 # v3/v5: single-depth (loss at K only). v4/v6: the same models trained on the plain mean of the CE at the supervised
-# depths, from one forward that shares the loop iterations. Both use the paper's block form and full backprop.
+# depths, from one forward that shares the loop iterations. Both use the paper's block form and full backprop. The
+# small models are cheap, so they are also trained at the scale's extended seeds (cpu: 5-9), which the units the
+# power analysis showed needing more seeds read — A4 and Q2 and A7 at the small size (docs/statistics.md §5,
+# amendment 14); every other claim, and the large models, rest on the section's seeds.
 
 # %%
 runs = {(size, kind, seed): get_run(name, scale, seed, device=device)
-        for size, pair in PAIRS.items() for kind, name in zip(("single", "multi"), pair) for seed in seeds}
+        for size, pair in PAIRS.items() for kind, name in zip(("single", "multi"), pair) for seed in SEEDS[size]}
 pd.DataFrame([{"size": s, "supervision": k, "seed": sd, "run": r.config.name, "params": r.result["params"],
                "train s": round(r.result["seconds"]), "s/step": round(r.result["seconds"] / r.result["steps"], 3),
                "final train loss": r.result["final_loss"]} for (s, k, sd), r in runs.items()])
@@ -68,7 +76,8 @@ pd.DataFrame([{"size": s, "supervision": k, "seed": sd, "run": r.config.name, "p
 
 # %%
 sampled = {("small", "sampled", sd): get_run(intervention_arm(runs["small", "single", sd].config, "sampled",
-                                                              S.short_steps), device=device) for sd in seeds}
+                                                              S.short_steps), device=device)
+           for sd in SEEDS["small"]}
 
 # %% [markdown]
 # ## Depth sweeps: single- versus multi-depth supervision
@@ -197,8 +206,8 @@ conf = pd.DataFrame(conf_rows)
 rep.table(conf, "confidence_by_depth")
 display(rep.table(pd.DataFrame([{"size": s, "supervision": k, "seed": sd,  # noqa: F821
                                  "maxprob saturates at k": v["maxprob"], "NLL saturates at k": v["nll"],
-                                 "maxprob first": v["maxprob"] < v["nll"]} for (s, k, sd), v in sat.items()]),
-                  "saturation"))
+                                 "maxprob first": v["maxprob"] < v["nll"], "A5's seed": sd in seeds}
+                                for (s, k, sd), v in sat.items()]), "saturation"))
 # one line per (size, supervision, seed): the two sizes are separate rows, never joined into one line
 c1 = alt.Chart(conf).mark_line(point=True).encode(
     x=alt.X("k:Q", title="loop applications k"), y=alt.Y("maxprob:Q", title="mean max-prob"),
@@ -259,7 +268,8 @@ law.round(4)
 # ones the relative alternative shown beside it, 10% of that size's mean single-depth gap (the `margins` table).
 
 # %%
-single_gap = law[law.supervision == "single"].groupby("size")["gap k1-kK"].mean().to_dict()  # mean over seeds
+# mean over the section's seeds (A6's and A8's, whose relative margin it sets; not the extended ones)
+single_gap = law[(law.supervision == "single") & law.seed.isin(seeds)].groupby("size")["gap k1-kK"].mean().to_dict()
 
 
 def relative_margin(g):
@@ -319,7 +329,7 @@ margins.round(4)
 
 # %%
 A7_KINDS = ("single", "multi", "sampled")  # every trained model of a size in this section
-kinds = {sz: [k for k in A7_KINDS if all((sz, k, sd) in stats for sd in seeds)] for sz in PAIRS}
+kinds = {sz: [k for k in A7_KINDS if all((sz, k, sd) in stats for sd in SEEDS[sz])] for sz in PAIRS}
 L = law.set_index(["size", "supervision", "seed"])
 mean_best = law.groupby(["size", "supervision"])["chosen NLL (selection)"].mean()  # chosen on selection docs
 
@@ -344,11 +354,11 @@ def exit_vs_other(size, m, sd):
     return paired_diff(on_est[size, m, sd].nll(1), on_est[size, o, sd].nll(chosen_k[size, o, sd]), "masked", n_boot)
 
 
-a7_models = {sz: {m: {"exit cost": {sd: exit_vs_other(sz, m, sd) for sd in seeds},
-                      "depth gap": {sd: law_cell(sz, m, sd, "gap") for sd in seeds}} for m in ms}
+a7_models = {sz: {m: {"exit cost": {sd: exit_vs_other(sz, m, sd) for sd in SEEDS[sz]},
+                      "depth gap": {sd: law_cell(sz, m, sd, "gap") for sd in SEEDS[sz]}} for m in ms}
              for sz, ms in kinds.items()}
 shallow_vs_deep = {size: {sd: paired_diff(stats[size, "multi", sd].nll(1), stats[size, "single", sd].nll(K),
-                                          "masked", n_boot) for sd in seeds} for size in PAIRS}
+                                          "masked", n_boot) for sd in SEEDS[size]} for size in PAIRS}
 best_model = {sz: min(ms, key=lambda k, sz=sz: mean_best[sz, k]) for sz, ms in kinds.items()}  # lowest best NLL
 
 
@@ -363,15 +373,15 @@ def est_nll(size, kind, sd, k):  # masked NLL at depth k on the estimation docum
 # A7's evidence recomputed from the NLLStats properties on the estimation documents (exit cost: NLL_m(1) minus the best
 # other model's NLL at its chosen depth; depth gap: NLL_m(1) - NLL_m(K)), the reading from the k_sweep table
 sw = sweep.set_index(["size", "supervision", "seed", "k"]).nll_masked
-cells = [(sz, m, sd) for sz, ms in a7_models.items() for m in ms for sd in seeds]
+cells = [(sz, m, sd) for sz, ms in a7_models.items() for m in ms for sd in SEEDS[sz]]
 at_1 = {c: est_nll(*c, 1) for c in cells}
 other_best = {(sz, m, sd): est_nll(sz, best_other(sz, m), sd, chosen_k[sz, best_other(sz, m), sd])
               for sz, m, sd in cells}
 for what, second in (("exit cost", other_best), ("depth gap", {c: est_nll(*c, K) for c in cells})):
     assert_direction(f"A7 {what}", {(sz, m, sd): a7_models[sz][m][what][sd] for sz, m, sd in cells}, at_1, second)
 assert_direction("A7 reading multi NLL(1) - single NLL(K)", flat(shallow_vs_deep),
-                 {(sz, sd): sw[sz, "multi", sd, 1] for sz in PAIRS for sd in seeds},
-                 {(sz, sd): sw[sz, "single", sd, K] for sz in PAIRS for sd in seeds})
+                 {(sz, sd): sw[sz, "multi", sd, 1] for sz in PAIRS for sd in SEEDS[sz]},
+                 {(sz, sd): sw[sz, "single", sd, K] for sz in PAIRS for sd in SEEDS[sz]})
 a7 = verdicts.a7(a7_models, best_model, shallow_vs_deep)  # recorded with the other claims below
 A7_MARGIN = verdicts.sesoi("A7", "no model has both")
 across = rep.table(pd.DataFrame([
@@ -381,7 +391,7 @@ across = rep.table(pd.DataFrame([
      "exit cost": q["exit cost"][sd].point,
      "exit lo": q["exit cost"][sd].lo, "exit hi": q["exit cost"][sd].hi, "depth gap": q["depth gap"][sd].point,
      "gap lo": q["depth gap"][sd].lo, "gap hi": q["depth gap"][sd].hi, "outcome": a7.outcomes[f"{sz} / {m}"]}
-    for sz, ms in a7_models.items() for m, q in ms.items() for sd in seeds]), "law_across_models")
+    for sz, ms in a7_models.items() for m, q in ms.items() for sd in SEEDS[sz]]), "law_across_models")
 
 
 def pooled_cols(sz, m, what):
@@ -397,7 +407,7 @@ def pooled_cols(sz, m, what):
 
 across_pooled = rep.table(pd.DataFrame([
     {"size": sz, "model": m, "best model of the size": m == best_model[sz], "best other model": best_other(sz, m),
-     "seeds": len(seeds),
+     "seeds": len(SEEDS[sz]),
      **pooled_cols(sz, m, "exit cost"), **pooled_cols(sz, m, "depth gap"), "outcome": a7.outcomes[f"{sz} / {m}"],
      "lacks one": a7.outcomes[f"{sz} / {m}"] == "lacks one", "has both": a7.outcomes[f"{sz} / {m}"] == "has both"}
     for sz, ms in a7_models.items() for m in ms]), "law_across_models_pooled")
@@ -540,7 +550,7 @@ for j in a4.values():
     rep.judge(j)
 q2 = rep.judge(verdicts.q2(a4["corrected"], a4["paper"]))
 a5 = verdicts.a5({size: {sd: (v["maxprob"], v["nll"]) for (s_, k, sd), v in sat.items()
-                         if k == "single" and s_ == size} for size in PAIRS})
+                         if k == "single" and s_ == size and sd in seeds} for size in PAIRS})  # not extended
 # the per-seed points A5 judged, NLL's saturation depth minus max-prob's, recomputed from the named saturation depths
 assert_direction("A5 NLL minus max-prob saturation depth", {(sz, sd): a5.evidence[sz][f"s{sd}"][0] for sz in PAIRS
                                                            for sd in seeds},
@@ -560,8 +570,8 @@ assert_direction("A6 multi-depth exit cost NLL(1) - NLL(chosen k)", flat(law_est
                  {(sz, sd): est_nll(sz, "multi", sd, 1) for sz in PAIRS for sd in seeds},
                  {(sz, sd): est_nll(sz, "multi", sd, chosen_k[sz, "multi", sd]) for sz in PAIRS for sd in seeds})
 assert_direction("A6, A8 mean single-depth gap NLL(1) - NLL(K)", single_gap,
-                 {sz: sw[sz, "single"].xs(1, level="k").mean() for sz in PAIRS},
-                 {sz: sw[sz, "single"].xs(K, level="k").mean() for sz in PAIRS})
+                 {sz: sw[sz, "single"].xs(1, level="k").loc[seeds].mean() for sz in PAIRS},
+                 {sz: sw[sz, "single"].xs(K, level="k").loc[seeds].mean() for sz in PAIRS})
 a6 = verdicts.a6(law_est("multi", "cost"), single_gap)
 rep.judge(a6)
 rep.judge(a7)
@@ -610,7 +620,7 @@ judged_exit = exits[(exits.fallback == "final") & exits.judged]
 if len(judged_exit):
     pen = rep.fact("penalty", "maxprob_exit", "exit_minus_uniform_masked", {"fallback": "final", "judged": True})
 x7 = " and ".join(", ".join(f"{{x7_{sz}_{m}:+.3f}} ({m})" for m in kinds[sz]) + f" at the {sz} size" for sz in PAIRS)
-rep.prose("Results", "Averaged over {n} seed{s}: the single-depth models' depth gap NLL(1) − NLL({K}) is "
+rep.prose("Results", "Averaged over {n}: the single-depth models' depth gap NLL(1) − NLL({K}) is "
           "{gap_small_single:+.3f} (small) and {gap_large_single:+.3f} (large) nats, and exiting them at k = 1 costs "
           "{cost_small_single:.3f} and {cost_large_single:.3f} against their best depth. The multi-depth models' gap "
           "is {gap_small_multi:+.3f} and {gap_large_multi:+.3f} and their exit at k = 1 costs {cost_small_multi:.3f} "
@@ -624,7 +634,8 @@ rep.prose("Results", "Averaged over {n} seed{s}: the single-depth models' depth 
              "{penalty:+.3f} nats from uniform depth at the same average depth, averaged over the judged "
              "thresholds (those saving at least 5% of the depth)." if len(judged_exit) else
              "No max-prob threshold saved 5% of the depth, so the exit was not judged."),
-          n=str(len(seeds)), s="s" if len(seeds) > 1 else "", K=str(K))
+          n=" and ".join(f"{len(SEEDS[sz])} seed{'s' if len(SEEDS[sz]) > 1 else ''} ({sz})" for sz in PAIRS)
+          if rep.extended else f"{len(seeds)} seed{'s' if len(seeds) > 1 else ''}", K=str(K))
 
 # %%
 def pooled_fact(name, claim, unit, protocol="corrected"):
@@ -634,7 +645,7 @@ def pooled_fact(name, claim, unit, protocol="corrected"):
             for sfx, col in (("", "point"), ("_lo", "lo"), ("_hi", "hi"))]
 
 
-sub = {"supervision": "single"}
+sub = {"supervision": "single", "A5's seed": True}
 rep.fact("n_sat", "saturation", "maxprob first", sub, agg="sum")
 rep.fact("n5_cells", "saturation", "seed", sub, agg="count")
 has_share = bool((shares.protocol == "corrected").any()) if len(shares) else False

@@ -19,7 +19,7 @@
 # %% tags=["parameters"]
 scale = "cpu"  # smoke | cpu | paper
 device = None  # cpu | cuda; default: TIEDLM_DEVICE, else CUDA when available, else the CPU
-seeds = None  # training seeds; default: the scale's (smoke: [0], cpu: [0, 1, 2])
+seeds = None  # training seeds; default: the scale's (smoke: [0], cpu: [0, 1, 2, 3, 4])
 figures_dir = None  # default: figures/<scale>/
 paper_dir = None  # default: paper/<scale>/
 n_boot = 2000

@@ -11,7 +11,7 @@
 # %% tags=["parameters"]
 scale = "cpu"  # smoke | cpu | paper
 device = None  # unused: this section trains and evaluates nothing (every section has the parameter)
-seeds = None  # training seeds; default: the scale's (smoke: [0], cpu: [0, 1, 2])
+seeds = None  # training seeds; default: the scale's (smoke: [0], cpu: [0, 1, 2, 3, 4])
 figures_dir = None  # default: figures/<scale>/
 paper_dir = None  # default: paper/<scale>/
 

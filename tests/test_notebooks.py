@@ -120,8 +120,12 @@ def test_a_notebooks_verdicts_record_the_seeds_they_rest_on(tmp_path):
     assert rep.claim("A4", "inconclusive", "c", {"x": 1.0})["seeds"] == [0, 2]
     assert rep.claim("A21", "not testable", "c", {}, seeds=[])["seeds"] == []
     assert [c.get("seeds") for c in claims.read_ledger(tmp_path / "p")["claims"]] == [[0, 2], []]
-    # without a seeds parameter a section runs the scale's seeds: three at cpu, one at smoke
-    assert Report("04_tradeoff", "cpu", tmp_path / "f", tmp_path / "p").seeds == [0, 1, 2]
+    # without a seeds parameter a section runs the scale's seeds: five at cpu (and its extended seeds for the units
+    # of registry.EXTENDED), one at smoke; a caller's own seeds come without extended ones unless it asks
+    cpu = Report("04_tradeoff", "cpu", tmp_path / "f", tmp_path / "p")
+    assert cpu.seeds == [0, 1, 2, 3, 4] and cpu.extended == [5, 6, 7, 8, 9]
+    assert Report("04_tradeoff", "cpu", tmp_path / "f", tmp_path / "p", seeds=[0]).extended == []
+    assert Report("04_tradeoff", "cpu", tmp_path / "f", tmp_path / "p", seeds=[0], extended_seeds=[7]).extended == [7]
     assert Report("04_tradeoff", "smoke", tmp_path / "f", tmp_path / "p").seeds == [0]
     with pytest.raises(ValueError, match="seeds must be"):
         Report("04_tradeoff", "smoke", tmp_path / "f", tmp_path / "p", seeds=[0, 0])
@@ -167,6 +171,13 @@ def test_a_judgement_records_the_seeds_its_evidence_rests_on(tmp_path):
     assert claims.evidence_seeds({"small/s0": True, "v3/s2/maxprob/eps0.1": [1], "small/tau0.4": 1}) == [0, 2]
     with pytest.raises(ValueError, match=r"names seeds \[5\], which this notebook did not train"):
         rep.judge(verdicts.q4({"g": {5: up}}, "g"))
+    # a unit of registry.EXTENDED pools over the extended seeds too; "missing" counts only the notebook's own seeds
+    ext = Report("06_iso_param_2x2", "smoke", tmp_path / "f", tmp_path / "p", seeds=[0, 1], extended_seeds=[5])
+    wide = ext.judge(verdicts.q4({"g": {0: up, 1: up, 5: up}}, "g"))
+    assert wide["seeds"] == [0, 1, 5] and "rests on seeds" not in wide["basis"]
+    assert "no evidence from [1]" in ext.judge(verdicts.q4({"g": {0: up, 5: up}}, "g"))["basis"]
+    with pytest.raises(ValueError, match=r"names seeds \[6\].*extended: \[5\]"):
+        ext.judge(verdicts.q4({"g": {6: up}}, "g"))
     # a derived answer (Q2 from A4) rests on the seeds of what it derives from
     a4 = verdicts.a4({"small/tau0.4": {0: up, 1: up}}, 0.1, 0.2, "corrected", "masked", "final")
     q2 = rep.judge(verdicts.q2(a4, a4))

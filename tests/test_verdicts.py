@@ -295,6 +295,15 @@ def test_a15_a16():
     check(V.a16({"v13": flat, "v14": equal4}), "not reproduced")
     with pytest.raises(ValueError, match="A16 needs at least one unit"):
         V.a16({"v10": {0: {"A": 0.1}}})
+    # seeds only the under-iterated half reads (amendment 14): v14's seeds 3 and 4, whose last loop sits below its
+    # first, would break the first half; left out of it, they still enter v14u - v14
+    late = {s: {"A": 0.1, "B": 0.1, "C": 0.11, "D": 0.05} for s in (3, 4)}
+    wide = {"v13": rising, "v14": equal4 | late, "v14u": under | {s: under[0] for s in (3, 4)}}
+    assert V.a16(wide, under="v14u").verdict != "reproduced"
+    j = check(V.a16(wide, under="v14u", extended=[3, 4]), "reproduced")
+    assert sorted(j.evidence["alpha differentiates by loop: v14"]) == ["pooled", "s0", "s1", "s2"]
+    assert [k for k in j.evidence["an under-iterated loop inflates alpha: v14u - v14"] if k[:1] == "s"] == [
+        "s0", "s1", "s2", "s3", "s4"]
 
 
 def test_a20_decides_its_measurable_half_and_names_the_other():

@@ -89,7 +89,7 @@ class NotebookFailed(RuntimeError):
 def output_name(scale: str, seeds: list[int] | None = None) -> str:
     """Where a run of the paper goes: ``paper/<name>/`` and ``figures/<name>/``. The scale's own seeds (or none given)
     write the scale's paper; any other seed set is a first look of its own (``cpu-seeds0``), so that a quick
-    single-seed run never overwrites the three-seed results."""
+    single-seed run never overwrites the five-seed results."""
     from .experiments import get_scale
 
     own = get_scale(scale).seeds
@@ -107,6 +107,8 @@ def _outputs(scale: str, seeds: list[int] | None, root: Path) -> tuple[Path, dic
         from .registry import check_seeds
 
         seeds = check_seeds(seeds)
+        if sorted(seeds) == sorted(get_scale(scale).seeds):
+            seeds = None  # the scale's own seeds: its paper, with its extended seeds (registry.extended_seeds)
     name = output_name(scale, seeds)
     out_dir = root / "paper" / name
     out_dir.mkdir(parents=True, exist_ok=True)

@@ -451,8 +451,8 @@ def horizon_seeds(scale: str, mode: str, seeds: Sequence[int] | None = None) -> 
 # The runs trained at a scale's ``extended_seeds`` and the sections that read them there (docs/statistics.md
 # amendment 14): the single-depth, multi-depth and sampled-depth small models (A4/Q2 and A7 at the small size, Q7) and
 # A16's equal-loop / under-iterated pair. Every other run, and every other unit, stays on the scale's ``seeds``.
-EXTENDED: dict[str, tuple[str, ...]] = {"v3": ("04", "12"), "v4": ("04", "12"), "sampled": ("04", "12"),
-                                        "v14": ("07",), "v14u": ("07",)}
+EXTENDED: dict[str, tuple[str, ...]] = {"v3": ("04",), "v4": ("04", "12"), "sampled": ("04",),
+                                        "v14": ("07",), "v14u": ("07",)}  # section 12 reads v4 alone there (Q7)
 
 
 def extended_seeds(scale: str, seeds: Sequence[int] | None = None, extended: Sequence[int] | None = None

@@ -12,6 +12,7 @@ from typing import Any
 from . import claims as _claims
 from .atomic import atomic_write, atomic_write_text
 from .experiments import check_seeds, get_scale
+from .experiments import extended_seeds as extended_seeds_of
 from .paths import project_root
 from .verdicts import Judgement, spread_lines
 
@@ -133,11 +134,14 @@ class Report:
     and the claims ledger ``paper/<scale>/claims.json``."""
 
     def __init__(self, notebook: str, scale: str, figures_dir: str | Path | None = None,
-                 paper_dir: str | Path | None = None, seeds: Any = None):
+                 paper_dir: str | Path | None = None, seeds: Any = None, extended_seeds: Any = None):
         # The notebook's parameters, checked before any work: a clear error for an unknown scale or a bad seed list.
-        # seeds=None: the scale's seeds (smoke: one; cpu: three), which every verdict of the section rests on.
+        # seeds=None: the scale's seeds (smoke: one; cpu: five), which every verdict of the section rests on;
+        # extended_seeds=None: the scale's further seeds for the units of registry.EXTENDED (cpu: 5-9; none when the
+        # caller chose its own seeds; docs/statistics.md amendment 14), which only those units read.
         default = get_scale(scale).seeds
         self.seeds = check_seeds(list(default) if seeds is None else seeds)
+        self.extended = extended_seeds_of(scale, seeds, extended_seeds)
         root = project_root()
         self.notebook, self.scale = notebook, scale
         self.figures = Path(figures_dir) if figures_dir else root / "figures" / scale
@@ -221,7 +225,8 @@ class Report:
     def judge(self, j: Judgement, seeds: Any = None) -> dict[str, Any]:
         """Record a ``verdicts.Judgement`` (the one call a notebook makes per claim), then print each per-seed CI
         beside the between-seed spread it rests on. The seeds recorded are those its evidence names (default), which
-        may be fewer than the notebook trained: the basis then says which are missing."""
+        may be fewer than the notebook trained (the basis then says which of its seeds are missing) or include its
+        extended seeds (the units of registry.EXTENDED)."""
         basis = j.basis
         if seeds is None:
             named = _claims.evidence_seeds(j.evidence) or list(j.seeds or [])
@@ -229,10 +234,11 @@ class Report:
             lacking = sorted(set(self.seeds) - set(named)) if named else []
             if lacking:
                 basis += f"; rests on seeds {named} of {self.seeds} (no evidence from {lacking})"
-            outside = sorted(set(named) - set(self.seeds))
+            outside = sorted(set(named) - set(self.seeds) - set(self.extended))
             if outside:
                 raise ValueError(f"{j.claim}'s evidence names seeds {outside}, which this notebook did not train "
-                                 f"(its seeds: {self.seeds})")
+                                 f"(its seeds: {self.seeds}" + (f", extended: {self.extended})" if self.extended
+                                                                 else ")"))
         e = self.claim(j.claim, j.verdict, j.criterion, j.evidence, j.protocol, seeds, basis)
         for line in spread_lines(j.evidence):
             print(line)

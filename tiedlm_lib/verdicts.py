@@ -708,12 +708,15 @@ def a15(gaps: Mapping[str, PerSeed]) -> Judgement:
 
 
 def a16(final_alpha: Mapping[str, Mapping[int, Mapping[str, float]]], under: str | None = None,
-        equal: str = "v14") -> Judgement:
+        equal: str = "v14", extended: Sequence[int] = ()) -> Judgement:
     """α differentiates by loop: log(α of the last loop / α of the first) pooled above 0 (SESOI log 1.1) in every
     multi-loop layout. An under-iterated loop inflates its α: in layout ``under`` (its last loop has fewer
     iterations) log(α_last / mean α of its other loops) minus the same in ``equal`` (equal loops), same seed, pooled
-    above 0. Without ``under`` the second half is not judged and the verdict cannot be "reproduced"."""
-    multi = {u: d for u, d in final_alpha.items() if u != under and all(len(a) > 1 for a in d.values())}
+    above 0. Without ``under`` the second half is not judged and the verdict cannot be "reproduced". ``extended``:
+    seeds that only the second half reads (docs/statistics.md amendment 14: v14 and v14u also at seeds 5-9); the
+    first half leaves them out, so each layout's unit rests on the section's seeds."""
+    multi = {u: {s: a for s, a in d.items() if s not in set(extended)} for u, d in final_alpha.items()
+             if u != under and all(len(a) > 1 for a in d.values())}
     _units("A16", multi, "a multi-loop layout's final α per loop")
     parts = Parts("A16").add("alpha differentiates by loop", {
         u: _pts({s: math.log(list(a.values())[-1] / list(a.values())[0]) for s, a in d.items()})

@@ -36,19 +36,38 @@ def test_a_sentence_per_finding_the_ledger_holds_with_its_numbers_and_verdict():
     assert "(interval inside ±0.05; A1 reproduced)" in inside  # where the interval lies, beside the verdict
     assert "(interval across 0 or its margin;" in findings.finding_sentences(_ledger(point=0.1, lo=-0.1, hi=0.3))[0]
     assert findings.finding_sentences({"claims": []}) == []
+    # A1 opens the paragraph on depth and exit, Q4 the one on training and architecture
+    assert findings.findings_text(_ledger()) == got[0] + "\n\n" + got[1]
     text = findings.abstract(_ledger())
-    assert text.startswith(" ".join(got) + "\n\nUnder the paper's protocol")  # findings, then the counts
+    assert text.startswith(got[0] + "\n\n" + got[1] + "\n\nUnder the paper's protocol")  # findings, then counts
     block = findings.readme_block(_ledger())
-    assert block.startswith(" ".join(got) + "\n\n| id | claim |")
+    assert block.startswith(got[0] + "\n\n" + got[1] + "\n\n| id | claim |")
+
+
+def test_a_finding_adds_its_scalar_sentence_only_where_the_evidence_has_it():
+    unit = {"pooled": {"point": 0.12, "interval": [0.08, 0.16], "seeds": 10, "sesoi": 0.05, "threshold": 0.0}}
+    share = {"exit penalty / depth gap (mean)": 0.2, "reported exit penalty / depth gap": 0.73}
+    corrected = {"id": "A4", "protocol": "corrected", "verdict": "reproduced", "evidence": {"small/tau0.4": unit,
+                                                                                            **share}}
+    paper = {"id": "A4", "protocol": "paper", "verdict": "reproduced",
+             "evidence": {"small/tau0.4": unit, "exit penalty / depth gap (mean)": 0.7}}
+    [both] = findings.finding_sentences({"claims": [corrected, paper]})
+    assert "+0.120 [+0.080, +0.160] nats, pooled over 10 seeds (interval above 0; A4 reproduced)." in both
+    assert both.endswith("20% of the depth gap with the corrected fallback and 70% with the paper's (the paper "
+                         "reports 73%).")
+    [alone] = findings.finding_sentences({"claims": [corrected]})  # no paper-protocol entry: no share sentence
+    assert alone.endswith("(interval above 0; A4 reproduced).")
 
 
 def test_every_generated_text_reads_plainly():
-    long = {"claims": [{"id": f.claim, "protocol": f.protocol, "verdict": "not reproduced",
+    scalars = {"exit penalty / depth gap (mean)": -10.123, "reported exit penalty / depth gap": -10.123}
+    long = {"claims": [{"id": f.claim, "protocol": p, "verdict": "not reproduced",
                         "evidence": {f.unit: {"pooled": {"point": -10.123, "interval": [-10.5, -9.75], "seeds": 12,
                                                          "sesoi": 0.05, "threshold": 0.0}},
-                                     "other unit": {"pooled": {"point": 1.0, "interval": [0.5, 1.5]}}}}
-                       for f in findings.FINDINGS]}
-    assert len(findings.finding_sentences(long)) == len(findings.FINDINGS)
+                                     "other unit": {"pooled": {"point": 1.0, "interval": [0.5, 1.5]}}, **scalars}}
+                       for f in findings.FINDINGS for p in dict.fromkeys([f.protocol, f.also or f.protocol])]}
+    written = findings.finding_sentences(long)
+    assert len(written) == len(findings.FINDINGS) and any("of the depth gap with" in t for t in written)
     assert readability_problems(findings.abstract(long)) == []
     assert readability_problems(findings.abstract(read_ledger(ROOT / "paper" / "cpu"))) == []
     readme = (ROOT / "README.md").read_text()

@@ -3,7 +3,9 @@ generated from the ledger (so they change when a verdict does), then the verdict
 
 A finding names one unit of one ledger entry (``Finding``: claim, protocol, unit); its sentence is written only
 when the ledger holds that unit, from the unit's pooled block (point, 95% interval, seeds) and the entry's
-verdict. The README's findings block and the HTML index open with the same sentences.
+verdict, and may be followed by a sentence of the entry's scalar evidence (``after``). The sentences come in short
+paragraphs (``paragraph``): what depth and exit do, then training, architecture and the protocol. The README's
+findings block and the HTML index open with the same sentences.
 """
 
 from __future__ import annotations
@@ -23,12 +25,22 @@ class Finding:
     unit: str  # the unit's key in the entry's evidence (as ``claims._pooled_units`` names it)
     template: str  # {p}, {lo}, {hi}: the pooled point and interval; {n}: the seeds. The sentence ends with where
     # the unit's interval lies and the entry's verdict (``finding_sentences``)
+    after: str = ""  # a further sentence from scalar evidence: {ev[key]} of this entry, {other[key]} of the same
+    # claim's entry under protocol ``also``; left out when a key is missing (a point, shown as measured)
+    also: str = ""
+    paragraph: int = 0  # findings of one paragraph number form one paragraph, in ``FINDINGS`` order
 
 
 FINDINGS: tuple[Finding, ...] = (
     Finding("A1", "corrected", "depth scaling: v3",
             "Depth scaling under single-depth training: on the small model NLL(1) − NLL(K) is {p:+.2f} [{lo:+.2f}, "
             "{hi:+.2f}] nats, pooled over {n}"),
+    Finding("A4", "corrected", "small/tau0.4",
+            "Post-hoc max-prob exit at τ = 0.4 on the small single-depth model: its NLL minus uniform depth's at the "
+            "same average depth is {p:+.3f} [{lo:+.3f}, {hi:+.3f}] nats, pooled over {n}",
+            after="At τ = 0.4 the exit penalty is {ev[exit penalty / depth gap (mean)]:.0%} of the depth gap with "
+                  "the corrected fallback and {other[exit penalty / depth gap (mean)]:.0%} with the paper's (the "
+                  "paper reports {ev[reported exit penalty / depth gap]:.0%}).", also="paper"),
     Finding("A6", "corrected", "small",
             "Exiting a multi-depth model at k = 1 costs {p:+.3f} [{lo:+.3f}, {hi:+.3f}] nats against its best "
             "depth on the small model"),
@@ -37,13 +49,17 @@ FINDINGS: tuple[Finding, ...] = (
             "training is {p:+.3f} [{lo:+.3f}, {hi:+.3f}] nats"),
     Finding("A10", "corrected", "underfits over the horizon: phantom - full",
             "At the end of the horizon study the paper's phantom gradient's NLL minus full backprop's is {p:+.3f} "
-            "[{lo:+.3f}, {hi:+.3f}] nats"),
+            "[{lo:+.3f}, {hi:+.3f}] nats", paragraph=1),
     Finding("A13", "corrected", "tied - vanilla",
             "The tied model's real-token NLL minus the iso-parameter vanilla model's is {p:+.3f} [{lo:+.3f}, "
-            "{hi:+.3f}] nats"),
+            "{hi:+.3f}] nats", paragraph=1),
     Finding("Q4", "corrected", "tied - compute-matched vanilla",
             "Against a vanilla model matched in compute rather than parameters, the tied model's NLL minus the "
-            "vanilla model's is {p:+.3f} [{lo:+.3f}, {hi:+.3f}] nats"),
+            "vanilla model's is {p:+.3f} [{lo:+.3f}, {hi:+.3f}] nats", paragraph=1),
+    Finding("B1", "extension", "neither is the whole: single small application count / total",
+            "Of the small single-depth model's depth gap, the share the number of block applications accounts for "
+            "(prefix(1) − frozen(1) over the whole gap) is {p:.0%} [{lo:.0%}, {hi:.0%}], pooled over {n}",
+            paragraph=1),
 )
 
 
@@ -69,7 +85,12 @@ def where(block: dict[str, Any]) -> str:
 
 
 def finding_sentences(ledger: dict[str, Any], findings: tuple[Finding, ...] = FINDINGS) -> list[str]:
-    """One sentence per finding whose unit the ledger holds, in ``findings`` order."""
+    """One sentence per finding whose unit the ledger holds (with its ``after`` sentence where the evidence has
+    it), in ``findings`` order."""
+    return [text for _, text in _written(ledger, findings)]
+
+
+def _written(ledger: dict[str, Any], findings: tuple[Finding, ...]) -> list[tuple[int, str]]:
     out = []
     for f in findings:
         hit = _unit(ledger, f)
@@ -81,14 +102,34 @@ def finding_sentences(ledger: dict[str, Any], findings: tuple[Finding, ...] = FI
         text = f.template.format(p=block["point"], lo=lo, hi=hi,
                                  n="? seeds" if n is None else f"{n} seed{'s' if n != 1 else ''}")
         whole = " as a whole" if len(_pooled_units(e.get("evidence", {}))) > 1 else ""
-        out.append(f"{text} ({where(block)}; {f.claim}{whole} {e['verdict']}).")
+        out.append((f.paragraph, f"{text} ({where(block)}; {f.claim}{whole} {e['verdict']}).{_after(ledger, f, e)}"))
     return out
 
 
+def _after(ledger: dict[str, Any], f: Finding, e: dict[str, Any]) -> str:
+    """The finding's ``after`` sentence (with a leading space), or "" when the evidence lacks one of its keys."""
+    if not f.after:
+        return ""
+    other = next((o.get("evidence", {}) for o in ledger.get("claims", [])
+                  if o["id"] == f.claim and o["protocol"] == f.also), {})
+    try:
+        return " " + f.after.format(ev=e.get("evidence", {}), other=other)
+    except (KeyError, TypeError, ValueError):
+        return ""
+
+
+def findings_text(ledger: dict[str, Any], findings: tuple[Finding, ...] = FINDINGS) -> str:
+    """The findings' sentences as paragraphs (``Finding.paragraph``), "" when the ledger holds none of them."""
+    paras: dict[int, list[str]] = {}
+    for k, text in _written(ledger, findings):
+        paras.setdefault(k, []).append(text)
+    return "\n\n".join(" ".join(v) for _, v in sorted(paras.items()))
+
+
 def abstract(ledger: dict[str, Any]) -> str:
-    """Two paragraphs: the findings, then the verdict counts (``claims.abstract_findings``)."""
-    sentences = finding_sentences(ledger)
-    return (" ".join(sentences) + "\n\n" if sentences else "") + abstract_findings(ledger)
+    """The findings' paragraphs, then the verdict counts (``claims.abstract_findings``)."""
+    text = findings_text(ledger)
+    return (text + "\n\n" if text else "") + abstract_findings(ledger)
 
 
 FINDINGS_BEGIN = "<!-- findings: generated from paper/cpu/claims.json by tiedlm_lib.findings.readme_block -->"
@@ -98,8 +139,8 @@ FINDINGS_END = "<!-- findings: end -->"
 def readme_block(ledger: dict[str, Any]) -> str:
     """The README's findings: the findings' sentences (``finding_sentences``), then the verdict table
     (``claims.findings_markdown``)."""
-    sentences = finding_sentences(ledger)
-    return (" ".join(sentences) + "\n\n" if sentences else "") + findings_markdown(ledger)
+    text = findings_text(ledger)
+    return (text + "\n\n" if text else "") + findings_markdown(ledger)
 
 
 def update_readme(readme: str | Path, ledger: dict[str, Any]) -> bool:

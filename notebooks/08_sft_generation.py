@@ -281,9 +281,10 @@ side = verdicts.side  # where a unit's pooled interval lies: "negligible", "belo
 
 
 paper_cost = side(a12[0].evidence[next(iter(a12[0].outcomes))])
-rep.prose("What this means", "SFT {cost_words} on the pre-training benchmark (A12 {a12p}; corrected {a12c}). "
-          "{attribution} Pre-trained models {pad_words} (A20 {a20}); corrected SFT models {masked_words} "
-          "(corrected A20 {a20c}). Whether pre-trained models also generate *better* is not testable at this scale: "
+rep.prose("What this means", "SFT {cost_words} on the held-out suffix benchmark (A12 {a12p}; corrected {a12c}). "
+          "{attribution} Pre-trained models {pad_words} (A20 {a20}; sampled with the CTRL penalty, corrected A20 "
+          "{a20c}). Corrected SFT models {masked_words}. Whether pre-trained models also generate *better* is not "
+          "testable at this scale: "
           "no measure of generation quality means something on this corpus at this size (distinct-n measures "
           "diversity), so A20's verdict is its pad half's alone.",
           cost_words={"above 0": "costs real-token NLL", "below 0": "lowers real-token NLL",

@@ -258,8 +258,10 @@ def probe_words(j):
     if j.verdict == "not reproduced":
         return "; ".join(said[p] for p in said if p in against)
     open_ = [p for p in said if any(part[u] == p and v == "inconclusive" for u, v in j.outcomes.items())]
-    return ("not shown to be the weak positive probe the paper reports, stronger at the larger size; undecided: "
-            + ", ".join(open_))
+    ask = {"a probe at all": "whether it is a probe at all", "weak": "whether it is weak",
+           "stronger at the larger size": "whether it is stronger at the larger size"}
+    return ("not shown to be the weak positive probe the paper reports, stronger at the larger size, since it is "
+            "undecided " + " and ".join(ask[p] for p in open_))
 
 
 rep.prose("What this means", "The paper-form loop {fp_words} (A18 {a18}){predicts}. The residual form {res_words} "

@@ -304,3 +304,20 @@ def test_every_section_ends_with_results_and_what_they_mean():
             continue
         text = src.read_text()
         assert 'rep.prose("Results"' in text and 'rep.prose("What this means' in text, src.name  # or "...: <topic>"
+
+
+def test_every_committed_table_and_figure_is_one_its_notebook_still_writes():
+    """A table or figure a notebook no longer writes stays behind when its section is re-executed (06's and 07's
+    three-seed gap_verdicts did, contradicting the five-seed ledger): every committed output must be named, quoted,
+    in its notebook's source (``rep.table(df, "name")``, ``rep.chart(c, "name")``)."""
+    stale = []
+    for scale in ("cpu",):
+        tables = ROOT / "paper" / scale / "tables"
+        outputs = [*tables.glob("*.csv"), *tables.glob("*.md"), *(ROOT / "figures" / scale).glob("*.svg")]
+        assert outputs, f"no committed {scale} outputs found"
+        for f in outputs:
+            nb, _, name = f.stem.partition("-")
+            src = ROOT / "notebooks" / f"{nb}.py"
+            if name != "prose" and (not src.is_file() or f'"{name}"' not in src.read_text()):
+                stale.append(str(f.relative_to(ROOT)))
+    assert not stale, f"committed outputs no notebook writes: {stale}"

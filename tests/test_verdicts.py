@@ -273,6 +273,8 @@ def test_a13_a14_a17_q4():
     check(V.a17({"v10": SPLIT, "v9": same(DOWN)}), "inconclusive")
     j = check(V.q4({"tied - vanilla": same(DOWN), "other": same(NIL)}, "tied - vanilla"), "yes", "Q4")
     assert j.outcomes == {"tied - vanilla": "yes", "other": "no"}
+    # each gap is answered alone: the basis must not call the verdict an intersection over the gaps
+    assert "each of the 2 gaps answered on its own" in j.basis and "intersection-union" not in j.basis
     check(V.q4({"g": same(NIL)}, "g"), "no")
     check(V.q4({"g": same(E(0.012, 0.011, 0.013))}, "g"), "no")  # excludes 0 but inside ±0.02: too small to matter
     check(V.q4({"g": SPLIT}, "g"), "inconclusive")

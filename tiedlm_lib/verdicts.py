@@ -159,14 +159,16 @@ class Parts:
         return inf.combine(list(res.values())), res, ev
 
 
-def _basis(res: Mapping[str, inf.UnitResult], extra: str = "") -> str:
+def _basis(res: Mapping[str, inf.UnitResult], extra: str = "", combine: str | None = None) -> str:
+    """How a verdict was reached: the seeds pooled, how its units combine (``combine``; default intersection-union)
+    and which units are seed-sensitive."""
     ns = sorted({r.pooled.n for r in res.values()})
     n = f"{ns[0]} seeds" if len(ns) == 1 else f"{ns[0]} to {ns[-1]} seeds by unit"
     if ns[-1] == 1:
         return "single-seed: each unit is that seed's CI (nothing pooled)" + extra
     sens = [u for u, r in res.items() if r.seed_sensitive]
     return (f"pooled over {n} (random effects, HKSJ t-interval with the shared-document term; docs/statistics.md), "
-            f"intersection-union over {len(res)} unit{'s' if len(res) != 1 else ''}"
+            + (combine or f"intersection-union over {len(res)} unit{'s' if len(res) != 1 else ''}")
             + (f"; seed-sensitive (a new seed's prediction interval crosses the threshold): {', '.join(sens)}"
                if sens else "") + extra)
 
@@ -686,7 +688,8 @@ def q4(gaps: Mapping[str, PerSeed], name: str) -> Judgement:
         ev[u] = unit_evidence(ps, r, res) | {"answer": outcomes[u]}
     return Judgement("Q4", outcomes[name], f"the {name} gap's pooled interval excludes 0 (yes) or lies inside "
                      f"+/-{d:g} nats (no), {RULE_TEXT}", ev, "corrected",
-                     _basis(results), outcomes)
+                     _basis(results, combine=f"each of the {len(results)} gaps answered on its own (the outcomes), "
+                            f"the verdict the {name} gap's"), outcomes)
 
 
 A15_WANT = {"3 loops - 1 loop": -1, "3 loops - 2 loops": -1, "4 loops - 3 loops": 1}

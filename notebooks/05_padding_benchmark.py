@@ -293,13 +293,13 @@ pooled = rep.table(pd.DataFrame([{"claim": j.claim, "protocol": j.protocol, **r}
 pooled.round(3)
 
 # %%
-# Q6's level shift per model, pooled over seeds (its evidence): what the seen-vs-unseen sentence below rests on
-SHIFT_UNIT = "unseen - seen within the train-overlap draw (pooled)"
+# Q6's level shift per model, pooled over seeds (its evidence, a unit per model): what the seen-vs-unseen sentence
+# below rests on
 shift_pooled = rep.table(pd.DataFrame([{"model": m, "pooled": b["pooled"]["point"], "lo": b["pooled"]["interval"][0],
                                         "hi": b["pooled"]["interval"][1],
                                         "interval above 0": b["pooled"]["interval"][0] > 0,
                                         "interval below 0": b["pooled"]["interval"][1] < 0}
-                                       for m, b in q6.evidence.get(SHIFT_UNIT, {}).items()
+                                       for m, b in ((m, q6.evidence.get(m)) for m in shift)
                                        if isinstance(b, dict) and isinstance(b.get("pooled"), dict)],
                                       columns=["model", "pooled", "lo", "hi", "interval above 0",
                                                "interval below 0"]), "seen_vs_unseen_pooled")

@@ -695,6 +695,9 @@ rep.fact("loop_diag", "probe_shares", "share", {"probe": "loop/diagonal", "model
 n_edge = rep.fact("n_edge", "probe_shares", "lambda at edge", agg="sum")
 rep.fact("n_fits", "probe_shares", "lambda at edge", agg="count")
 at_edge = [f"{r.probe} ({r.model}, seed {r.seed})" for r in probe[probe["lambda at edge"]].itertuples()]
+# more than two such fits are counted by probe, so that the sentence stays short at any number of seeds
+edge_words = listed(at_edge) if len(at_edge) <= 2 else listed(
+    f"{n} of {p}" for p, n in probe[probe["lambda at edge"]].probe.value_counts().items())
 
 
 def capacity_words(placement):
@@ -793,7 +796,7 @@ rep.prose("Results", "On the single-depth models (mean over both sizes and {n} s
           "{dense_matched_h:.0%}). After {steps} steps of continued training the head/diagonal share is "
           "{fixed_share:.0%} of a {fixed_gap:.2f}-nat gap in the fixed arm and {sampled_share:.0%} of a "
           "{sampled_gap:.2f}-nat gap in the sampled arm (Huginn, trained with sampled depth: {huginn:.1%}).",
-          n=str(len(seeds)), s="s" if len(seeds) > 1 else "", edges=listed(at_edge) if at_edge else "none",
+          n=str(len(seeds)), s="s" if len(seeds) > 1 else "", edges=edge_words,
           low=low, high=high, steps=str(steps), headline=headline,
           seed0=str(seeds[0]), rising=listed(rising) if rising else "no probe", flat=listed(flat) if flat else "none",
           rising_pts=f"{100 * RISING:.0f}", gain="gains" if len(rising) <= 1 else "gain",

@@ -174,8 +174,8 @@ norm_paper = rep.fact("norm_paper", "state_norms", "norm ratio", {"block form": 
 norm_res = rep.fact("norm_res", "state_norms", "norm ratio", {"block form": "residual", "when": "trained",
                                                               "iteration": S.K})
 rep.prose("Results", "All {n_models} of the paper's models have exactly the parameter counts of the original code; "
-          "the token embedding, the position table and the head hold {embed_share:.0%} of the parameters on average "
-          "over the {n_models} (from {embed_min:.0%} to {embed_max:.0%}). After training, on this scale's small "
+          "the token embedding, the position table and the head hold {embed_share:.0%} of a model's parameters on "
+          "average (from {embed_min:.0%} to {embed_max:.0%}). After training, on this scale's small "
           "model (v3), the state entering the layers after the loop has {norm_paper:.2f} times its input's norm at "
           "k = {K} in the paper's block form and {norm_res:.2f} times in the residual form (mean over {n} seed{s}).",
           K=str(S.K), n=str(len(seeds)), s="s" if len(seeds) > 1 else "")

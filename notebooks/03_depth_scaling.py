@@ -358,8 +358,10 @@ ratio_block = a2c.evidence.get("strengthens: gap ratio large/small")
 def ratio_side(p):
     """Where the pooled gap ratio's interval lies against 1 and 1 ± SESOI."""
     lo, hi = p["interval"]
+    lean = (f" (its point, {p['point']:.2f}, lies {'below' if p['point'] < 1 else 'above'} 1; the paper's is "
+            f"{reported_ratio:.2f})")
     return ("above 1" if lo > 1 else "below 1" if hi < 1 else
-            f"inside 1 ± {p['sesoi']:g}" if 1 - p["sesoi"] < lo and hi < 1 + p["sesoi"] else "across 1")
+            f"inside 1 ± {p['sesoi']:g}" + lean if 1 - p["sesoi"] < lo and hi < 1 + p["sesoi"] else "across 1" + lean)
 
 
 rep.prose("What this means", "Depth scaling under single-depth training is {a1} (A1, corrected protocol; {a1p} under "

@@ -225,8 +225,12 @@ rep.prose("Results", "On the held-out suffix benchmark's real targets (mean over
           "[{tvc_lo:+.3f}, {tvc_hi:+.3f}]; against the latter the tied model's point is lower in {wins} of {n} "
           "seeds. After SFT the "
           "tied − vanilla gap is {tv_sft:+.3f} (real targets) and {tv_sft_pad:+.3f} (with pad). Phantom − full "
-          "backprop is {pf:+.3f} nats.", n=str(len(seeds)), s="s" if len(seeds) > 1 else "",
-          wins=str(wins))
+          "backprop is {pf:+.3f} nats, {pf_rel} of full backprop's NLL; the paper's long runs report {pf_paper}, "
+          "so this scale's relative gap is {pf_times:.2f} of the paper's.", n=str(len(seeds)),
+          s="s" if len(seeds) > 1 else "", wins=str(wins),
+          pf_rel=f"{a10.evidence['gap / full NLL (mean over seeds)']:+.1%}",
+          pf_paper=f"{a10.evidence['reported gap / full NLL']:.0%}",
+          pf_times=a10.evidence["ratio to the paper's"])
 
 # %%
 side = verdicts.side  # where a unit's pooled interval lies: "negligible", "below 0", "above 0" or "undecided"

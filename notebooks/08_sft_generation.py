@@ -282,17 +282,24 @@ side = verdicts.side  # where a unit's pooled interval lies: "negligible", "belo
 
 paper_cost = side(a12[0].evidence[next(iter(a12[0].outcomes))])
 rep.prose("What this means", "SFT {cost_words} on the held-out suffix benchmark (A12 {a12p}; corrected {a12c}). "
-          "{attribution} Pre-trained models {pad_words} (A20 {a20}; sampled with the CTRL penalty, corrected A20 "
-          "{a20c}). Corrected SFT models {masked_words}. Whether pre-trained models also generate *better* is not "
-          "testable at this scale: "
+          "{size_words} {attribution}\n\nPre-trained models {pad_words} (A20 {a20}; sampled with the CTRL penalty, "
+          "corrected A20 {a20c}). Corrected SFT models {masked_words}. Whether pre-trained models also generate "
+          "*better* is not testable at this scale: "
           "no measure of generation quality means something on this corpus at this size (distinct-n measures "
           "diversity), so A20's verdict is its pad half's alone.",
           cost_words={"above 0": "costs real-token NLL", "below 0": "lowers real-token NLL",
                       "negligible": "costs less than 0.05 nats of real-token NLL, if anything"}.get(
               paper_cost, "has no settled real-token cost"),
           a12p=a12[0].verdict, a12c=a12[1].verdict,
+          size_words=(f"Relative to the pre-trained model's NLL, the paper's SFT changes it by "
+                      f"{a12[0].evidence['cost / PT NLL (mean)']:+.1%} here and the corrected SFT by "
+                      f"{a12[1].evidence['cost / PT NLL (mean)']:+.1%}; the paper reports "
+                      f"{a12[0].evidence['reported cost / PT NLL']:+.1%}."),
           attribution=a12[1].evidence["implication"],
-          pad_words={"reproduced": "never emit pad in any seed's samples",
+          pad_words={"reproduced": "never emit pad in any seed's samples"
+                     + (f" ({a20[0].evidence['PT tokens generated']:,} tokens: by the rule of three, a pad rate below "
+                        f"{a20[0].evidence['rule-of-three 95% upper bound on the PT pad rate']:.2%} at 95%)"
+                        if "rule-of-three 95% upper bound on the PT pad rate" in a20[0].evidence else ""),
                      "not reproduced": "do emit pad, which falsifies 'never'"}[a20[0].verdict] + (
               ", while paper-SFT models do" if pad_sft > 0 else ", and neither do paper-SFT models here"),
           a20=a20[0].verdict,

@@ -67,6 +67,21 @@ def test_the_pooled_block_is_recorded_beside_every_seed():
     assert "single-seed" in one.basis
 
 
+def test_the_basis_names_the_interval_each_unit_was_pooled_with():
+    # a unit of bare points (no per-seed CIs) has no shared-document term: its interval is a t-interval on the points
+    gaps = {"small": same(UP), "large": same(UP)}
+    ci = check(V.a1(gaps, {"small": same(NIL), "large": same(NIL)}, "masked", "corrected"), "reproduced")
+    assert "with the shared-document term" in ci.basis and "points without per-seed CIs" not in ci.basis
+    mixed = check(V.a1(gaps, {"small": pts(0.0, 0.001, -0.001), "large": pts(0.0, 0.002, -0.001)}, "masked",
+                       "corrected"), "reproduced")
+    assert "seed points for monotone: small and monotone: large, which have no per-seed CIs" in mixed.basis
+    bare = check(V.a1({"small": pts(0.3, 0.31, 0.29), "large": pts(0.3, 0.32, 0.28)},
+                      {"small": pts(0.0, 0.001, -0.001), "large": pts(0.0, 0.002, -0.001)}, "masked", "corrected"),
+                 "reproduced")
+    assert "(a t-interval on the seed points (points without per-seed CIs);" in bare.basis
+    assert "shared-document" not in bare.basis
+
+
 @pytest.mark.parametrize("mem,short,want", [(0.5, same(NIL), "reproduced"), (0.7, same(NIL), "not reproduced"),
                                             (0.5, same(UP), "not reproduced"), (0.5, same(E(0.1, 0.09, 0.11)),
                                                                                     "inconclusive")])

@@ -167,7 +167,12 @@ def _basis(res: Mapping[str, inf.UnitResult], extra: str = "", combine: str | No
     if ns[-1] == 1:
         return "single-seed: each unit is that seed's CI (nothing pooled)" + extra
     sens = [u for u, r in res.items() if r.seed_sensitive]
-    return (f"pooled over {n} (random effects, HKSJ t-interval with the shared-document term; docs/statistics.md), "
+    bare = [u for u, r in res.items() if r.pooled.n > 1 and r.pooled.doc_sd == 0]
+    how = ("random effects, HKSJ t-interval with the shared-document term" if not bare else
+           "a t-interval on the seed points (points without per-seed CIs)" if len(bare) == len(res) else
+           "random effects, HKSJ t-interval with the shared-document term; a t-interval on the seed points for "
+           f"{' and '.join(bare)}, which have no per-seed CIs")
+    return (f"pooled over {n} ({how}; docs/statistics.md), "
             + (combine or f"intersection-union over {len(res)} unit{'s' if len(res) != 1 else ''}")
             + (f"; seed-sensitive (a new seed's prediction interval crosses the threshold): {', '.join(sens)}"
                if sens else "") + extra)

@@ -670,6 +670,13 @@ c8_max = rep.fact("c8_max", "ceiling", "best multi - best single", agg="max")
 d7 = f"{A7_MARGIN:g}"
 
 
+# where A5's pooled interval (NLL's saturation depth minus max-prob's) lies, in words
+a5_words = {"above 0": "max-prob saturates first, as the paper says",
+            "below 0": "NLL saturates first, the opposite of the paper's order",
+            "negligible": "the two saturate within one iteration of each other",
+            "undecided": "which saturates first is not settled"}
+
+
 def alone(j):
     """The verdict under each margin alone, where it differs from the pre-registered margin's."""
     diff = [f"{v} under the {k} margin alone" for k, v in j.evidence["verdict by margin"].items()
@@ -690,8 +697,8 @@ rep.prose("What this means", "Post-hoc exit on a single-depth model is {a4_words
              if has_share else "") + "\n\n"
           "NLL saturates {a5_small:+.1f} [{a5_small_lo:+.1f}, {a5_small_hi:+.1f}] (small) and {a5_large:+.1f} "
           "[{a5_large_lo:+.1f}, {a5_large_hi:+.1f}] (large) iterations after mean max-prob, pooled over "
-          "seeds (negative: before it). Max-prob saturates first in {n_sat} of {n5_cells} size × seed cells. "
-          "{conf_words} (A5 {a5}).\n\n"
+          "seeds (negative: before it). Max-prob saturates first in {n_sat} of the {n5_cells} size × seed cells "
+          "A5 judges. {conf_words} (A5 {a5}). {judged_seeds}\n\n"
           "Exit at k = 1 from a multi-depth model costs, pooled, {a6_small:+.3f} [{a6_small_lo:+.3f}, "
           "{a6_small_hi:+.3f}] (small) and {a6_large:+.3f} [{a6_large_lo:+.3f}, {a6_large_hi:+.3f}] (large) nats "
           "against its best depth. Against ±0.05 that is {free} (A6 {a6}{a6_alone}). Its best NLL minus the "
@@ -705,6 +712,9 @@ rep.prose("What this means", "Post-hoc exit on a single-depth model is {a4_words
           "{r7_large_hi:+.3f}] (large), against the paper's {paper_across_small:+.3f} and "
           "{paper_across_large:+.3f} (shown, not deciding). Section 10 asks how much of the single-depth model's "
           "depth gap a readout probe recovers.",
+          judged_seeds=("A5, A6 and A8 are judged on seed" + ("s " if len(seeds) > 1 else " ")
+                        + ", ".join(map(str, seeds)) + " of each model (docs/statistics.md amendment 14); the Results "
+                        "above average every trained seed." if rep.extended else ""),
           best_names=", ".join(f"{sz}: {m}" for sz, m in best_model.items()),
           has_both=f" ({', '.join(named('has both'))} has both)" if named("has both") else "",
           undetermined=f"; undetermined: {', '.join(named('undetermined'))}" if named("undetermined") else "",
@@ -718,10 +728,9 @@ rep.prose("What this means", "Post-hoc exit on a single-depth model is {a4_words
           a4_words={"reproduced": "worse than running every position to the same average depth",
                     "not reproduced": "at some judged threshold better than uniform depth, or worse by less than "
                                       "0.05 nats"}.get(a4["corrected"].verdict, "not settled against uniform depth"),
-          conf_words={"reproduced": "Confidence saturates before quality at both sizes",
-                      "not reproduced": "At some size confidence does not saturate before quality, or within one "
-                                        "iteration of it"}.get(a5.verdict, "Whether confidence saturates first is "
-                                                                           "not settled at both sizes"),
+          conf_words="; ".join(f"At the {sz} size {a5_words[verdicts.side(a5.evidence[sz])]}" if i == 0 else
+                               f"at the {sz} size {a5_words[verdicts.side(a5.evidence[sz])]}"
+                               for i, sz in enumerate(PAIRS)),
           free={"reproduced": "free within the margin at both sizes",
                 "not reproduced": "costlier than the margin at some size"}.get(
               a6.verdict, "not shown to be free within the margin: an interval straddles it"),
@@ -729,5 +738,5 @@ rep.prose("What this means", "Post-hoc exit on a single-depth model is {a4_words
           ceiling={"reproduced": "Multi-depth supervision does not lower the ceiling beyond the margin",
                    "not reproduced": "At some size multi-depth supervision lowers the ceiling beyond the margin"}.get(
               a8.verdict, "Whether multi-depth supervision lowers the ceiling by more than the margin is not settled"
-              + (", though every seed's best multi-depth NLL is the worse" if c8_min > 0 else "")),
+              + (", though every judged seed's best multi-depth NLL is the worse" if c8_min > 0 else "")),
           a8=a8.verdict)

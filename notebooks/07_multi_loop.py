@@ -276,6 +276,10 @@ four_worse = four == "above 0"  # the regression the closing-layer confound woul
 DIFF = "alpha differentiates by loop: "
 first_half = {u[len(DIFF):]: v for u, v in a16.outcomes.items() if u.startswith(DIFF)}
 alpha_not = [u for u, v in first_half.items() if v == "not reproduced"]
+INFLATE = f"an under-iterated loop inflates alpha: {UNDER} - {EQUAL}"
+under_p = [a16.evidence[INFLATE]["pooled"]["point"], *a16.evidence[INFLATE]["pooled"]["interval"]]
+sft_words = {"below 0": "its pooled gap lies below 0 (better)", "above 0": "its pooled gap lies above 0 (worse)",
+             "negligible": "its pooled gap lies inside ±0.02 nats", "undecided": "its pooled gap's interval holds 0"}
 rep.prose("What this means", "Loop diversity {a15_words} (A15 {a15}). Four loops {four}. Restoring the closing "
           "layer {closing} ({g4c:+.3f} nats on average).\n\n"
           "Per-loop step sizes: {a16_words} (A16 {a16}).\n\nAfter SFT the three-loop model is {a17_words} (A17 "
@@ -295,7 +299,10 @@ rep.prose("What this means", "Loop diversity {a15_words} (A15 {a15}). Four loops
                    "negligible": "leaves the four-loop model unchanged within ±0.02 nats" + (
                        ", so the confound the paper names does not explain the regression" if four_worse else "")}.get(
               side(q4.evidence["4 loops + closing - 4 loops"]),
-              "changes the four-loop model, but not separably from noise"),
+              "is not separated from leaving it out: the pooled interval holds 0, while {up} seeds' own CIs lie above "
+              "0 and {down} below, so the seeds disagree in sign".format(
+                  up=q4.evidence["4 loops + closing - 4 loops"]["pooled"]["seeds above"],
+                  down=q4.evidence["4 loops + closing - 4 loops"]["pooled"]["seeds below"])),
           a16_words=("the last loop's final α is not above the first's in " + listed(alpha_not)
                      + ". There the log ratio, pooled over seeds, lies below 0 or inside ±log 1.1"
                      if alpha_not else
@@ -304,13 +311,21 @@ rep.prose("What this means", "Loop diversity {a15_words} (A15 {a15}). Four loops
                      "whether the last loop's final α exceeds the first's is not settled in every multi-loop layout")
                     + ". " + {
                         "reproduced": "A loop with too few iterations inflates its α (v14u against v14)",
-                        "not reproduced": "A loop with too few iterations does not inflate its α (v14u against v14: "
-                                          "below 0 or inside ±log 1.1)"}.get(
-                        a16.outcomes.get(f"an under-iterated loop inflates alpha: {UNDER} - {EQUAL}"),
+                        "not reproduced": {"negligible": "A loop with too few iterations inflates its α by less "
+                                                         "than a factor of 1.1 if at all (v14u against v14: the "
+                                                         "pooled log ratio {:+.3f} [{:+.3f}, {:+.3f}] lies inside "
+                                                         "±log 1.1)",
+                                           "below 0": "A loop with too few iterations has a smaller α, not a larger "
+                                                      "one (v14u against v14: the pooled log ratio {:+.3f} "
+                                                      "[{:+.3f}, {:+.3f}] lies below 0)"}.get(
+                            side(a16.evidence[INFLATE]), "").format(*under_p)}.get(
+                        a16.outcomes.get(INFLATE),
                         "Whether a loop with too few iterations inflates its α is not settled (v14u against v14)"),
           a17_words={"reproduced": "the best full-pipeline model",
                      "not reproduced": f"not shown to be the best. Against it, {against(a17)}"}.get(
-              a17.verdict, "not separable from the others"),
+              a17.verdict, "not shown to be the best: "
+              + "; ".join(f"against {u.split(' - ', 1)[1].replace(' + SFT', '')}, {sft_words[side(a17.evidence[u])]}"
+                          for u in a17.outcomes)),
           q4_words={"below 0": "the three- versus one-loop gap's pooled interval lies below 0",
                     "above 0": "the three- versus one-loop gap's pooled interval lies above 0",
                     "negligible": "the three- versus one-loop gap's pooled interval lies inside ±0.02 nats"}.get(

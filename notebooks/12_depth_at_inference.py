@@ -373,7 +373,7 @@ rep.prose("Results", "Greedy self-speculative decoding reproduced plain greedy d
           delta=f"{delta:g}")
 
 # %%
-rep.prose("What this means", "Self-speculative decoding {q7_words} (Q7 {q7}; {q7_seeds}). {why} An exit with a "
+rep.prose("What this means", "Self-speculative decoding {q7_words} (Q7 {q7}; {q7_seeds}). {why}\n\nAn exit with a "
           "guarantee {q8_words} on the single-depth model (Q8 {q8}), and the guarantee {q9_words} (Q9 {q9}). The "
           "trade-off law in guaranteed terms, as a description that no criterion judges: averaged over calibration "
           "splits, the guaranteed exit of the model trained for every depth is shallower than the single-depth "

@@ -2,6 +2,7 @@
 the entry's verdict; none for a missing unit; every generated text reads plainly (no paragraph over 180 words, no
 sentence over 45), including the committed abstract and README blocks; and the readability check can fail."""
 
+import json
 from pathlib import Path
 
 import pytest
@@ -74,6 +75,25 @@ def test_every_generated_text_reads_plainly():
     block = readme.split(findings.FINDINGS_BEGIN, 1)[1].split(findings.FINDINGS_END, 1)[0]
     prose = "\n\n".join(p for p in block.split("\n\n") if not p.lstrip().startswith("|"))
     assert readability_problems(prose, "README findings") == []
+
+
+# Sections whose committed execution predates the limits and waits on runs still training (02: the horizon study;
+# 10: its five-seed probe family; 13: after 10). Strict: once one is re-executed and reads plainly, its mark must go.
+AWAITING_REEXECUTION = {"cpu/02_backprop", "cpu/10_depth_control_protocol", "cpu/13_your_model"}
+COMMITTED_PROSE = [pytest.param(p, id=f"{p.parts[-3]}/{p.name}",
+                                marks=[pytest.mark.xfail(strict=True, reason="executed before the prose limits; "
+                                                         "re-executed once its runs exist")]
+                                if f"{p.parts[-3]}/{p.name[:-len('-prose.json')]}" in AWAITING_REEXECUTION else [])
+                   for p in sorted((ROOT / "paper").glob("*/tables/*-prose.json"))]
+
+
+@pytest.mark.parametrize("prose", COMMITTED_PROSE)
+def test_every_committed_section_paragraph_reads_plainly(prose):
+    """The Report refuses long prose as it writes it; this checks what is committed, so that a section executed
+    before the limits (or under other code) cannot ship a 673-word paragraph."""
+    entries = json.loads(prose.read_text())
+    assert entries, f"{prose} holds no prose"
+    assert [x for e in entries for x in readability_problems(e["text"], e["heading"])] == []
 
 
 @pytest.mark.parametrize("text, problem", [

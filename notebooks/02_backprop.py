@@ -43,9 +43,11 @@ from tiedlm_lib.analysis import assert_direction, cached_corpus, heldout, horizo
 from tiedlm_lib.evaluation import depth_stats
 from tiedlm_lib.experiments import get_scale, horizon_seeds
 from tiedlm_lib.paths import project_root
-from tiedlm_lib.report import Report
+from tiedlm_lib.report import Report, listed
 from tiedlm_lib.reported import reported, reported_value
+from tiedlm_lib.runs import training_status
 from tiedlm_lib.stats import paired_diff
+from tiedlm_lib.training import NonFiniteLossError
 
 rep = Report("02_backprop", scale, figures_dir, paper_dir, seeds=seeds)
 seeds = rep.seeds
@@ -155,20 +157,25 @@ gap_pooled.round(4)
 # %% [markdown]
 # ## The horizon study: the paper's ratio of long to short runs
 #
-# Paper A's penalty is a claim about the training horizon: its long runs are 13.2× its short ones. The "long" runs
-# above are only a little longer than the short run, so this study trains the same small model for the scale's
-# horizon (cpu: 13,000 steps, 13× the short run) with the paper's long-run recipe transferred to that length:
-# warm-up for the paper's fraction of the run (1,000 of 39,695 steps), cosine decay to a tenth of the peak learning
-# rate, betas (0.9, 0.95) (docs/statistics.md amendment 12). Paper phantom and full backprop train on every seed,
-# phantom-last on the first three. Each run keeps its weights at the short run's length × 1, 2, 4, … (cpu: 1k, 2k,
-# 4k, 8k steps), so every quantity is a curve. **A point inside a run is not a shorter run**: at 1,000 of 13,000
-# steps the learning rate has barely begun to decay. The curve describes one run's course; the verdicts read only
-# completed runs (the final point, and the 1,000-step short runs above). The two recipes differ beyond their length:
-# the short runs have no warm-up and betas (0.9, 0.999), as the paper's 3,000-step runs; the horizon runs warm up and
-# use betas (0.9, 0.95), as its 39,695-step runs. Over this horizon the model sees its training documents many times
-# (cpu: about 21 passes of 16-document batches over 9,749 documents; the paper's long runs made about one), so the
-# held-out score can reflect overfitting as well as underfitting: each point is also scored on a fixed sample of 512
-# training documents, shown beside.
+# Paper A's penalty is a claim about the training horizon: its long runs are 13.2× its short ones. At the cpu scale
+# the "long" runs above are 1.5× the short run, with the short run's recipe. So this study trains the same small
+# model for the scale's horizon (cpu: 13,000 steps, 13× the short run) with the paper's long-run recipe transferred
+# to that length: warm-up for the paper's fraction of the run (1,000 of 39,695 steps), cosine decay to a tenth of the
+# peak learning rate, betas (0.9, 0.95) (docs/statistics.md amendment 12). Paper phantom and full backprop train on
+# every seed, phantom-last on the first three.
+#
+# Each run keeps its weights at the short run's length × 1, 2, 4, … (cpu: 1k, 2k, 4k, 8k steps), so every quantity
+# is a curve. **A point inside a run is not a shorter run**: at 1,000 of 13,000 steps the learning rate has barely
+# begun to decay. The curve describes one run's course; the verdicts read only completed runs (the final point, and
+# the 1,000-step short runs above).
+#
+# The two recipes differ beyond their length. The short runs (and section 02's 1,500-step runs) have no warm-up and
+# betas (0.9, 0.999), as the paper's 3,000-step runs; the horizon runs warm up and use betas (0.9, 0.95), as its
+# 39,695-step runs. Over this horizon the model sees its training documents many times (cpu: about 21 passes of
+# 16-document batches over 9,749 documents; the paper's long runs made about one). So the held-out score can reflect
+# overfitting as well as underfitting: each point is also scored on a fixed sample of 512 training documents, shown
+# beside. Every horizon run is listed with its status (complete, diverged or stopped; amendment 15): a claim that
+# reads a run which diverged or stopped is at best inconclusive.
 
 # %%
 HORIZON_MODES = ["full", "phantom", "phantom-last"]
@@ -176,8 +183,40 @@ hseeds = {m: horizon_seeds(scale, m, seeds) for m in HORIZON_MODES}
 if not all(hseeds.values()):
     raise ValueError(f"the horizon study trains seeds {dict(hseeds)} of these seeds {seeds}: every mode needs one "
                      "(phantom-last: seeds 0-2); run the section with some of them")
-hruns = {(m, sd): get_run(f"horizon-{m}", scale, sd, device=device) for m in HORIZON_MODES for sd in hseeds[m]}
+
+
+def horizon_run(m, sd):
+    """A horizon run, or None where its training stopped on non-finite steps (statistics.md amendment 15): such a
+    run has no final weights, and its seed is not replaced by another."""
+    try:
+        return get_run(f"horizon-{m}", scale, sd, device=device)
+    except NonFiniteLossError:
+        return None
+
+
 H = S.horizon
+hall = {(m, sd): horizon_run(m, sd) for m in HORIZON_MODES for sd in hseeds[m]}
+hstatus = {key: training_status(None if r is None else r.result, S.vocab_size) for key, r in hall.items()}
+hruns = {key: r for key, r in hall.items() if r is not None}
+hseeds = {m: [sd for sd in hseeds[m] if (m, sd) in hruns] for m in HORIZON_MODES}  # a stopped run's seed drops out
+if not all(hseeds.values()):
+    raise ValueError(f"every horizon run of some mode stopped: {hstatus}; the horizon study cannot be read")
+hcfg = next(iter(hruns.values())).config.train
+print(f"horizon recipe: {hcfg.steps:,} steps, warm-up {hcfg.warmup} ({hcfg.warmup / hcfg.steps:.1%} of the run, "
+      f"the paper's 1,000 of 39,695: the same lr shape in the fraction of training done), cosine from {hcfg.lr:g} to "
+      f"{hcfg.lr_min:g}, betas {tuple(hcfg.betas)}; weights kept at {list(hcfg.keep_weights_at)}")
+rep.table(pd.DataFrame([{"mode": m, "seed": sd, "status": hstatus[m, sd],
+                         **({"steps": r.result["steps"], "skipped steps": r.result["skipped_steps"],
+                             "final training loss": r.result["final_loss"], "training seconds": r.result["seconds"]}
+                            if r is not None else {})}
+                        for (m, sd), r in hall.items()]), "horizon_runs")
+
+
+def unhealthy(modes):
+    """The horizon runs of ``modes`` that stopped or diverged: a claim that reads one is at best inconclusive."""
+    return [f"horizon-{m} seed {sd} ({st})" for (m, sd), st in hstatus.items() if m in modes and st != "complete"]
+
+
 curves = {key: horizon_curve(r, depths) for key, r in hruns.items()}
 hsteps = [p.step for p in next(iter(curves.values()))]
 hrows = [{"mode": m, "seed": sd, "step": p.step, "k": k, "nll_masked": p.nll[k].masked,
@@ -261,7 +300,8 @@ zero = alt.Chart(pd.DataFrame({"y": [0]})).mark_rule(color="gray").encode(y="y:Q
 rep.chart((band + line + zero + done_ci + done).properties(
     width=420, height=240, title=alt.TitleParams(
         f"Gaps along the {H:,}-step horizon", subtitle=f"bands: pooled 95% interval per kept step; lines: seeds; "
-        f"diamonds: the completed {S.short_steps:,}- and {long_steps:,}-step runs' phantom - full")), "horizon_gaps")
+        f"diamonds: the completed {S.short_steps:,}- and {long_steps:,}-step runs' phantom - full "
+        "(the short-run recipe: no warm-up, betas (0.9, 0.999))")), "horizon_gaps")
 
 # %%
 shown_k = sorted({1, K // 2, K})
@@ -293,6 +333,7 @@ rep.chart(curve_chart.properties(width=220, height=180).facet(
 
 # %%
 v7 = {seed: get_run("v7", scale, seed, device=device) for seed in seeds}
+v7_steps = v7[seeds[0]].result["steps"]  # the scale's long steps (v7 is not trained at the long_steps parameter)
 v7_stats = {(ev, seed): depth_stats(r.model, heldout(r.config, sampling=ev)(), depths)
             for seed, r in v7.items() for ev in ("paper", "all")}
 v7_sweep = rep.table(pd.DataFrame([{"evaluation": ev, "seed": sd, **row} for (ev, sd), st in v7_stats.items()
@@ -372,12 +413,17 @@ a10 = verdicts.a10(horizon_gap_final, {sd: curves["full", sd][-1].nll[K].masked 
 # both rows masked (the pre-registered rule: paper A's v7 sweep is masked). Paper protocol: v7 at the scale's long
 # steps, the paper's evaluation sampling; corrected: the horizon study's phantom run at its horizon, every document
 a3 = [verdicts.a3({sd: {k: v7_stats["paper", sd].nll(k).masked for k in depths} for sd in seeds}, S.vocab_size, K,
-                  "masked", "paper", f"the paper's long phantom run v7 ({long_steps:,} steps, "
-                  f"{long_steps / S.short_steps:.1f}x the short run)"),
+                  "masked", "paper", f"the paper's long phantom run v7 ({v7_steps:,} steps, "
+                  f"{v7_steps / S.short_steps:.1f}x the short run)"),
       verdicts.a3({sd: {k: curves["phantom", sd][-1].nll[k].masked for k in depths} for sd in hseeds["phantom"]},
                   S.vocab_size, K, "masked", "corrected", f"the horizon study's phantom run at its end ({H:,} steps, "
                   f"{H / S.short_steps:.1f}x the short run)")]
 q5 = verdicts.q5(last_minus_paper, horizon_gap_final)
+# a claim that reads a horizon run which stopped or diverged is at best inconclusive (statistics.md amendment 15)
+a10 = verdicts.at_best_inconclusive(a10, unhealthy(("phantom", "full")))
+a3[1] = verdicts.at_best_inconclusive(a3[1], unhealthy(("phantom",)))
+q5 = verdicts.at_best_inconclusive(q5, unhealthy(HORIZON_MODES))
+print("horizon runs:", ", ".join(f"{m} seed {sd}: {st}" for (m, sd), st in hstatus.items()))
 for j in (a9, a10, *a3, q5):
     rep.judge(j)
 
@@ -405,6 +451,7 @@ for col, suffix in (("pooled", "_p"), ("pooled lo", "_lo"), ("pooled hi", "_hi")
     rep.fact("hz" + suffix, "horizon_gap_pooled", col, {"gap": "phantom - full", "step": H}, agg="only")
     rep.fact("slope" + suffix, "horizon_trend", col, {"gap": "phantom - full"}, agg="only")
 n_h = len(horizon_gap_final)
+n_last = len(last_minus_paper)
 rep.prose("Results", "At the deepest benchmarked depth (k = {k}) the paper's phantom gradient used {mem:.0%} of full "
           "backprop's peak memory and {time:.0%} of its step time. Trained on the small model, it ended "
           "{short:+.3f} nats from full backprop after the {short_steps}-step run (pooled over {n} seed{s} "
@@ -415,12 +462,13 @@ rep.prose("Results", "At the deepest benchmarked depth (k = {k}) the paper's pha
           "Along the horizon the gap changed by {slope_p:+.3f} nats per "
           "doubling of the steps (pooled [{slope_lo:+.3f}, {slope_hi:+.3f}]), a description of one schedule's "
           "course. At the horizon's end the last-state phantom lay {last:+.3f} nats from the paper's phantom and "
-          "{last_full:+.3f} from full backprop (Q5 reads the first; the second shows how much penalty is left). The "
-          "paper phantom's horizon run reads out at {hz_1:.2f} nats at k = 1 and {hz_K:.2f} at k = {K}; the "
-          "paper's own long phantom run (v7, {long_steps} steps) at {v7_1:.2f} and {v7_K:.2f} (masked; ln V = {lnv}).",
+          "{last_full:+.3f} from full backprop (means over its {n_last} seed{s_last}; Q5 reads the first, the second "
+          "shows how much penalty is left). The paper phantom's horizon run reads out at {hz_1:.2f} nats at k = 1 "
+          "and {hz_K:.2f} at k = {K}. This scale's version of the paper's long phantom run (v7, {v7_steps} steps) "
+          "reads out at {v7_1:.2f} and {v7_K:.2f} (masked; ln V = {lnv}).",
           k=str(kmax), n=str(len(seeds)), s="s" if len(seeds) > 1 else "", K=str(K), n_h=str(n_h),
-          s_h="s" if n_h > 1 else "",
-          short_steps=f"{S.short_steps:,}", long_steps=f"{long_steps:,}", H=f"{H:,}",
+          s_h="s" if n_h > 1 else "", n_last=str(n_last), s_last="s" if n_last > 1 else "",
+          v7_steps=f"{v7_steps:,}", short_steps=f"{S.short_steps:,}", long_steps=f"{long_steps:,}", H=f"{H:,}",
           lnv=f"{math.log(S.vocab_size):.2f}")
 
 # %%
@@ -444,14 +492,43 @@ SHALLOW, DEEP = "shallow depths useless: ln V - best NLL(k <= K/2)", "only K lan
 a3_against = against(a3[1])
 q5_full = q5.evidence["phantom - full"]
 under_lies = {"below 0": "below 0"}.get(side(a10.evidence[UNDER]), "inside ±0.05 nats")  # where A10 contradicts
+
+
+def part_words(j, unit, held, against_, open_):
+    """The words for one unit of a judgement: held (its own outcome reproduced), against (it contradicts the claim at
+    the Bonferroni level), else open."""
+    return held if j.outcomes.get(unit) == "reproduced" else against_ if unit in against(j) else open_
+
+
+def capped(j):
+    """Where a judgement was capped at inconclusive (amendment 15), the clause that says so."""
+    runs_ = j.evidence.get("runs that stopped or diverged")
+    return (f"; at best inconclusive, since it reads {listed(runs_)}, which stopped or diverged, and was "
+            f"{j.evidence['verdict before the cap']} before") if runs_ else ""
+
+
+a3_words = (part_words(a3[1], SHALLOW, "within a nat of uniform guessing", "more than a nat below uniform guessing, "
+                       "so still useful", "not settled against the 1-nat level") + ", and "
+            + part_words(a3[1], DEEP, "k = K lands more than a nat below it", "k = K does not land either",
+                         "whether k = K lands is not settled"))
+for col, suffix in (("pooled", ""), ("pooled lo", "_lo"), ("pooled hi", "_hi")):
+    rep.fact("sh_slope" + suffix, "horizon_shallow_trend", col, {"mode": "phantom"}, agg="only")
+sh_trend = shallow_trend.set_index("mode").loc["phantom"]
+sh_words = ("moved by an amount one seed cannot give an interval for" if len(hseeds["phantom"]) < 2 else
+            "moved toward uniform guessing" if sh_trend["pooled hi"] < 0 else "moved away from uniform guessing"
+            if sh_trend["pooled lo"] > 0 else "moved by an amount whose interval holds 0")
+rep.fact("ck_mem", "ratios", "checkpoint/phantom memory", {"k": kmax}, "only")
+rep.fact("ck_time", "ratios", "checkpoint/full time", {"k": kmax}, "only")
 rep.prose("What this means", "The phantom gradient's saving in memory and time is {saving}. Its short-run cost, "
           "{short:+.3f} nats (mean over seeds), is {cost_words} (A9 {a9}: {cost_why}). Its gap to full backprop "
           "{grows} from the short run to the end of the horizon (A10 {a10}). {grows_why}. {horizon}.\n\nAt the "
-          "horizon's end the phantom run's shallow depths are {a3_words} (A3 {a3}{a3_why}). On the paper's long "
-          "phantom run v7, under the paper's evaluation sampling, A3 is {a3p}. The penalty is {q5_words} to the "
-          "paper's loop-input form (Q5 {q5}). Exact gradients need not cost phantom-sized memory: `checkpoint` "
-          "keeps only each iteration's input and recomputes the rest in the backward pass, at the time cost in the "
-          "ratio table.",
+          "horizon's end the phantom run's shallow depths are {a3_words} (A3 {a3}{a3_cap}). Along the horizon, "
+          "their best NLL {sh_words}: ln V minus it changed by {sh_slope:+.3f} nats per doubling of the steps "
+          "(pooled [{sh_slope_lo:+.3f}, {sh_slope_hi:+.3f}]). On this scale's v7, under the paper's evaluation "
+          "sampling, A3 is {a3p}.\n\nThe penalty is {q5_words} to the paper's loop-input form (Q5 {q5}{q5_cap}). "
+          "Exact gradients by `checkpoint`, which keeps only each iteration's input and recomputes the rest in the "
+          "backward pass, used {ck_mem:.2f} times phantom's peak memory and {ck_time:.2f} times full backprop's "
+          "step time at k = {k}.",
           saving=(f"within the criterion's bound of {verdicts.A9_RATIO:g} of full backprop" if saves else
                   f"short of the criterion's bound of {verdicts.A9_RATIO:g} of full backprop")
           + f", against the paper's {paper_mem:.2f} for memory and {paper_time:.2f} for time", a9=a9.verdict,
@@ -464,21 +541,14 @@ rep.prose("What this means", "The phantom gradient's saving in memory and time i
           grows_why="The pooled long-run minus short-run gap lies " + {
               "above 0": "above 0", "below 0": "below 0", "negligible": "inside ±0.05 nats"}.get(
               side(a10.evidence[GROWS]), "neither above 0 nor inside ±0.05 nats"),
-          a10=a10.verdict,
+          a10=a10.verdict + capped(a10), a3_cap=capped(a3[1]), q5_cap=capped(q5), sh_words=sh_words, k=str(kmax),
           horizon={"reproduced": "So an approximate gradient has to be validated on the full training horizon",
                    "not reproduced": ("At the horizon's end the phantom run does not underfit full backprop here: "
                                       f"the pooled gap lies {under_lies}") if UNDER in against(a10)
                    else "So here a short-run check of the approximate gradient does not mislead about the long run"
                    }.get(a10.verdict, "Whether a short-run check of an approximate gradient misleads is not "
-                         "settled here"), a3=a3[1].verdict, a3p=a3[0].verdict,
-          a3_words="near uniform guessing while k = K lands" if a3[1].verdict == "reproduced" else
-          "not near uniform guessing" if SHALLOW in a3_against else
-          "near uniform guessing, but so is k = K" if DEEP in a3_against else
-          "not settled between useless and useful",
-          a3_why="" if a3[1].verdict == "reproduced" else
-          ": the best of them lies more than a nat below ln V" if SHALLOW in a3_against else
-          ": k = K lies within a nat of ln V too" if DEEP in a3_against else
-          ": a pooled interval holds the 1-nat level", q5=q5.verdict,
+                         "settled here"),
+          a3_words=a3_words, a3=a3[1].verdict, a3p=a3[0].verdict, q5=q5.verdict,
           q5_words={"yes": "specific",
                     "no": ("absent here (the paper's phantom does not underfit full backprop: its pooled gap lies "
                            + {"below 0": "below 0"}.get(side(q5_full), "inside ±0.05 nats")
@@ -488,17 +558,35 @@ rep.prose("What this means", "The phantom gradient's saving in memory and time i
 # %%
 params_h = hruns["phantom", hseeds["phantom"][0]].result["params"]
 fit = {m: rep.fact(f"fit_{m}", "horizon_fit", "held-out - train", {"mode": m, "step": H}) for m in ("full", "phantom")}
+# how much more full backprop overfits than the paper phantom, per seed, pooled over the seeds with both (points)
+fit_at = horizon_fit[horizon_fit.step == H].set_index(["mode", "seed"])["held-out - train"]
+fit_diff = {sd: verdicts.point(fit_at["full", sd] - fit_at["phantom", sd]) for sd in gap_seeds("full", "phantom")}
+rep.table(pd.DataFrame([{"difference": "full - phantom (held-out - train)", **{f"s{sd}": e.point for sd, e in
+                                                                              fit_diff.items()},
+                         **pooled_columns(list(fit_diff.values()))}]), "horizon_fit_difference")
+for col, suffix in (("pooled", ""), ("pooled lo", "_lo"), ("pooled hi", "_hi")):
+    rep.fact("fit_d" + suffix, "horizon_fit_difference", col, {}, agg="only")
+fd = pooled_columns(list(fit_diff.values()))
+fit_words = ("one seed, so no interval says whether overfitting narrows the held-out gap" if len(fit_diff) < 2 else
+             "so overfitting narrows the held-out gap between them" if fd["pooled lo"] > 0 else
+             "so overfitting does not narrow the held-out gap between them" if fd["pooled hi"] < 0 else
+             "an interval that holds 0, so whether overfitting narrows the held-out gap is not settled")
+paper_steps, paper_params = get_scale("paper").horizon, int(reported_value("params.v5"))
+reach = (f"It reaches the paper's horizon of {paper_steps:,} steps" if H >= paper_steps else
+         f"It does not reach the paper's {paper_steps:,} steps") + (
+    f" and the paper's {paper_params / 1e6:.2f}M-parameter model" if params_h >= paper_params else
+    f" or the paper's {paper_params / 1e6:.2f}M-parameter model" if H < paper_steps else
+    f" but not the paper's {paper_params / 1e6:.2f}M-parameter model")
 rep.prose("What this horizon can and cannot say", "The horizon study trains a {params}-parameter model for {H} "
           "steps, {ratio} times its {short_steps}-step short run (the paper's long runs are 13.2 times its "
-          "short ones). The verdicts above read it at its end and the short run, both completed schedules. It "
-          "does not reach the paper's 23.05M-parameter model or its 39,695 steps. A verdict here says whether the "
+          "short ones). The verdicts above read it at its end and the short run, both completed schedules. "
+          "{reach}. A verdict here says whether the "
           "penalty appears over a horizon {ratio} times the short run at this model size, not whether it "
           "appears at the paper's size. The points inside the run describe its course, since their learning rate "
-          "had not yet decayed.\n\nOver the horizon the model made about {passes} passes over its training "
+          "had not yet decayed.\n\nOver the horizon the model made about {passes} over its training "
           "documents (the paper's long runs about one). At the end, full backprop's held-out NLL lay {fit_full:+.3f} "
           "nats from its NLL on a fixed sample of training documents, the paper phantom's {fit_phantom:+.3f} (means "
-          "over seeds). {fit_words}.", params=f"{params_h / 1e6:.2f}M", H=f"{H:,}", ratio=f"{H / S.short_steps:.1f}",
-          short_steps=f"{S.short_steps:,}", passes=f"{passes:.0f}",
-          fit_words=("By these means full backprop's held-out NLL exceeds its training fit by more than the "
-                     "phantom's, so overfitting narrows the held-out gap between them") if fit["full"] > fit["phantom"]
-          else "By these means overfitting does not narrow the held-out gap between them")
+          "over seeds). Full minus phantom, pooled over seeds, is {fit_d:+.3f} [{fit_d_lo:+.3f}, {fit_d_hi:+.3f}], "
+          "{fit_words}.", reach=reach, params=f"{params_h / 1e6:.2f}M", H=f"{H:,}", ratio=f"{H / S.short_steps:.1f}",
+          short_steps=f"{S.short_steps:,}", passes=f"{passes:.0f} pass" + ("" if round(passes) == 1 else "es"),
+          fit_words=fit_words)

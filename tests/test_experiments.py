@@ -254,8 +254,8 @@ def test_scale_changes_list_what_differs_from_the_paper_and_each_scale_says_how_
         "changed"]
     assert not any(r["changed"] for r in scale_changes("paper"))
     # each run family's real steps (the sections' v9-v14 at cpu are the small size for 0.8 x the short run)
-    assert rows["v9-v14 steps and size (sections 05-07, 10)"]["cpu"] == "800, small"
-    assert rows["long-run steps (v7; section 02's long runs)"]["cpu"] == "1500"
+    assert rows["v7 (section 06), v9-v14, v9c: steps and size"]["cpu"] == "800, small"
+    assert rows["long-run steps (section 02's v7 and long runs)"]["cpu"] == "1500"
     assert rows["horizon study steps (section 02)"]["cpu"] == "13000"
     assert all(s.chosen for s in SCALES.values())
     assert "favours A1" in SCALES["cpu"].chosen  # the choice and whom it favours are disclosed

@@ -28,8 +28,8 @@ def test_a_changed_scale_changes_the_card_and_an_unexplained_change_is_refused(m
     cpu = registry.SCALES["cpu"]
     monkeypatch.setitem(registry.SCALES, "cpu", dataclasses.replace(cpu, K=8, long_steps=3000))
     rows = {r["quantity"]: r for r in scale_card.scale_card("cpu")}
-    assert rows["loop depth K"]["cpu"] == "8" and rows["long-run steps (v7; section 02's long runs)"]["why"].startswith(
-        "3.0x the short run")
+    long_row = rows["long-run steps (section 02's v7 and long runs)"]
+    assert rows["loop depth K"]["cpu"] == "8" and long_row["why"].startswith("3.0x the short run")
     monkeypatch.setitem(registry.SCALES, "cpu", cpu)
     reasons = {k: v for k, v in scale_card.REASONS["cpu"].items() if k != "batch"}
     monkeypatch.setitem(scale_card.REASONS, "cpu", reasons)

@@ -416,3 +416,25 @@ def test_bf16_autocast_path_matches_float32_within_bf16_rounding():
         grads[amp] = torch.cat([p.grad.flatten() for p in model.parameters() if p.grad is not None])
     assert 0 < abs(losses["bf16"] - losses["none"]) < 0.02
     assert F.cosine_similarity(grads["bf16"], grads["none"], dim=0).item() > 0.99
+
+
+@pytest.mark.parametrize("result, want", [
+    (None, "stopped"),  # training raised on too many non-finite steps: no result, no final weights
+    ({"final_loss": float("nan"), "skipped_steps": 0}, "diverged"),
+    ({"final_loss": math.log(512), "skipped_steps": 0}, "diverged"),  # no better than uniform guessing
+    ({"final_loss": math.log(512) - 1e-6, "skipped_steps": 0}, "complete"),
+    ({"final_loss": 2.0, "skipped_steps": 3}, "complete"),  # recovered skipped steps do not change the status
+])
+def test_training_status_reads_the_log_as_statistics_amendment_15_says(result, want):
+    from tiedlm_lib.runs import training_status
+
+    assert training_status(result, 512) == want
+
+
+def test_training_status_refuses_bad_input():
+    from tiedlm_lib.runs import training_status
+
+    with pytest.raises(ValueError, match="final_loss"):
+        training_status({"steps": 10}, 512)
+    with pytest.raises(ValueError, match="vocab_size"):
+        training_status({"final_loss": 1.0}, 1)

@@ -127,6 +127,28 @@ def test_q5():
     check(V.q5(SPLIT, same(UP)), "inconclusive")
 
 
+@pytest.mark.parametrize("j", [V.q5(same(DOWN), same(UP)), V.q5(same(NIL), same(UP)),
+                               V.a10(same(UP), {0: 3.0, 1: 3.0, 2: 3.0}, 0.5),
+                               V.a10(same(NIL), {0: 3.0, 1: 3.0, 2: 3.0}, 0.5)], ids=["yes", "no", "rep", "not rep"])
+def test_a_claim_reading_a_stopped_or_diverged_run_is_at_best_inconclusive(j):
+    assert j.verdict in ("yes", "no", "reproduced", "not reproduced")
+    capped = check(V.at_best_inconclusive(j, ["horizon-phantom seed 1 (diverged)"]), "inconclusive")
+    assert capped.evidence["verdict before the cap"] == j.verdict
+    assert capped.evidence["runs that stopped or diverged"] == ["horizon-phantom seed 1 (diverged)"]
+    assert "horizon-phantom seed 1 (diverged)" in capped.basis and j.basis in capped.basis
+    assert j.verdict != "inconclusive"  # the original is left as it was
+    assert V.at_best_inconclusive(j, []) is j  # no such run: unchanged
+
+
+def test_the_cap_leaves_undecided_and_checks_alone_and_refuses_a_bare_string():
+    undecided = V.q5(SPLIT, same(UP))
+    assert V.at_best_inconclusive(undecided, ["x"]).verdict == "inconclusive"
+    checked = V.Judgement("A18", "check passed", "c", {}, "paper", "b")
+    assert V.at_best_inconclusive(checked, ["x"]).verdict == "check passed"
+    with pytest.raises(TypeError, match="sequence of run names"):
+        V.at_best_inconclusive(checked, "horizon-full seed 1")
+
+
 def test_a1_needs_the_gap_and_a_monotone_sweep():
     flat = {"v3": pts(-0.02, -0.01, -0.03), "v5": pts(-0.02, -0.01, -0.03)}
     j = check(V.a1({"v3": same(UP), "v5": same(UP)}, flat, "masked", "corrected"), "reproduced", "A1")

@@ -132,8 +132,8 @@ def scale_changes(scale: str) -> list[dict[str, Any]]:
             ("loop depth K", p.K, s.K), ("sequence length", p.seq_len, s.seq_len), ("batch", p.batch_size,
                                                                                   s.batch_size),
             ("short-run steps (v3-v6)", p.short_steps, s.short_steps),
-            ("long-run steps (v7; section 02's long runs)", p.long_steps, s.long_steps),
-            ("v9-v14 steps and size (sections 05-07, 10)", f"{p.long_steps}, large", _family_steps(s)),
+            ("long-run steps (section 02's v7 and long runs)", p.long_steps, s.long_steps),
+            ("v7 (section 06), v9-v14, v9c: steps and size", f"{p.long_steps}, large", _family_steps(s)),
             ("horizon study steps (section 02)", p.horizon, s.horizon),
             ("multi-depth set", p.depths, s.depths), ("training seeds per verdict", len(p.seeds), len(s.seeds))]
     return [{"quantity": q, "paper": str(a), scale: str(b), "changed": a != b} for q, a, b in rows]

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import fcntl
 import json
+import math
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -63,6 +64,24 @@ class Run:
         if saved != step:
             raise ValueError(f"{path} holds the weights after step {saved}, not {step}")
         return load_model(path, self.config.model).to(devices.model_device(self.model))
+
+
+RUN_STATUSES = ("complete", "diverged", "stopped")
+
+
+def training_status(result: dict[str, Any] | None, vocab_size: int) -> str:
+    """A finished training's status, read from its log only (docs/statistics.md amendment 15): ``stopped`` when
+    there is no result (training raised on too many non-finite steps, so there are no final weights),
+    ``diverged`` when the last logged training loss is not finite or at least ln V (the full-depth model no better
+    than uniform guessing on its own batches), else ``complete`` (skipped steps it recovered from do not change it)."""
+    if vocab_size < 2:
+        raise ValueError(f"vocab_size must be at least 2, got {vocab_size!r}")
+    if result is None:
+        return "stopped"
+    if "final_loss" not in result:
+        raise ValueError(f"a run's result holds its final_loss; got the keys {sorted(result)}")
+    loss = float(result["final_loss"])
+    return "diverged" if not math.isfinite(loss) or loss >= math.log(vocab_size) else "complete"
 
 
 class StaleRunError(ValueError):

@@ -41,9 +41,9 @@ REASONS: dict[str, dict[str, str]] = {
         "batch": "half the step cost; the learning rates were chosen at this batch",
         "short-run steps (v3-v6)": "minutes per run on 2 cores; the pilot that chose the vocabulary and learning "
         "rate (above) ran 1,000 steps",
-        "long-run steps (v7; section 02's long runs)": "{long_ratio:.1f}x the short run, not the paper's "
+        "long-run steps (section 02's v7 and long runs)": "{long_ratio:.1f}x the short run, not the paper's "
         "{paper_long_ratio:.1f}x; the horizon study (below) tests the horizon claims",
-        "v9-v14 steps and size (sections 05-07, 10)": "an economy: {family_ratio:.1f}x the short run at the small "
+        "v7 (section 06), v9-v14, v9c: steps and size": "an economy: {family_ratio:.1f}x the short run at the small "
         "size, stated in each section; these runs are shorter than the short run",
         "SFT steps and learning rate": "a CPU budget: SFT scales with the base run it continues (the paper's "
         "{paper_sft:,} steps are longer than every cpu run)",
@@ -84,8 +84,8 @@ def _values(s: Scale) -> dict[str, str]:
         "sequence length": str(s.seq_len),
         "batch": str(s.batch_size),
         "short-run steps (v3-v6)": f"{s.short_steps:,}",
-        "long-run steps (v7; section 02's long runs)": f"{s.long_steps:,}",
-        "v9-v14 steps and size (sections 05-07, 10)": f"{int(family[0]):,}, {family[1]}",
+        "long-run steps (section 02's v7 and long runs)": f"{s.long_steps:,}",
+        "v7 (section 06), v9-v14, v9c: steps and size": f"{int(family[0]):,}, {family[1]}",
         "SFT steps and learning rate": ("a quarter of the base run's steps, at a quarter of its lr"
                                         if s.sft_steps is None else f"{s.sft_steps:,} at {s.sft_lr:g}"),
         "horizon study steps (section 02)": f"{s.horizon:,}",

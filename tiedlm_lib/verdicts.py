@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cache
 from typing import Any
 
@@ -40,6 +40,23 @@ class Judgement:
     basis: str = ""
     outcomes: dict[str, str] = field(default_factory=dict)  # per unit: that unit's verdict under its rule
     seeds: tuple[int, ...] | None = None  # the seeds it rests on when its evidence names none (a derived answer)
+
+
+def at_best_inconclusive(j: Judgement, runs: Sequence[str]) -> Judgement:
+    """A claim that reads a run which stopped or diverged (docs/statistics.md amendments 12 and 15) is at best
+    inconclusive: a decided verdict or answer becomes "inconclusive", and the basis and evidence name the runs and
+    the verdict before the cap. With no such run the judgement is returned as it is."""
+    if isinstance(runs, str):
+        raise TypeError(f"runs must be a sequence of run names, got the string {runs!r}")
+    if not runs:
+        return j
+    named = ", ".join(runs)
+    decided = ("reproduced", "not reproduced", "yes", "no")  # checks and "not testable" are not verdicts to cap
+    return replace(j, verdict="inconclusive" if j.verdict in decided else j.verdict,
+                   basis=f"{j.basis}; at best inconclusive: it reads {named}, which stopped or diverged "
+                         "(statistics.md amendment 15)",
+                   evidence={**j.evidence, "runs that stopped or diverged": list(runs),
+                             "verdict before the cap": j.verdict})
 
 
 # --- the specifications --------------------------------------------------------------------------------------------

@@ -73,7 +73,7 @@ import altair as alt
 import numpy as np
 import pandas as pd
 
-from tiedlm_lib import get_run, verdicts
+from tiedlm_lib import get_run, inference, verdicts
 from tiedlm_lib.analysis import assert_direction, cached_corpus, depth_grid
 from tiedlm_lib.data import PAD_ID, eval_batches
 from tiedlm_lib.dcp import decompose, evaluate_schedules, split_documents
@@ -330,6 +330,13 @@ def per_seed_shares(centred=True):
 
 
 shares, shares_uncentred = per_seed_shares(), per_seed_shares(centred=False)
+# each share handed to Q1 (and to B3 below) recomputed from the table's gaps: (raw − calibrated) / raw
+for p_, by_m in shares.items():
+    for m, es in by_m.items():
+        rows_ = probe[(probe.probe == p_) & (probe.model == m)].set_index("seed")
+        assert_direction(f"Q1 share of {p_} ({m})", es, {sd: rows_.loc[sd, "raw gap"] - rows_.loc[sd, "calibrated gap"]
+                                                         for sd in es}, {sd: rows_.loc[sd, "raw gap"] for sd in es},
+                         kind="ratio", tol=1e-6)
 headline = verdicts.HEADLINE_PROBE
 rb = pd.DataFrame(reported("dcp."))
 rb["model"] = rb.id.str[len("dcp."):].str.rsplit(".", n=1).str[0]  # model names contain dots
@@ -692,10 +699,23 @@ term_share = rep.table(
     .pivot_table(index=["model", "seed"], columns="term", values="value").reset_index()
     .assign(**{f"{t} / total": (lambda t_: (lambda d: d[t_] / d["total"]))(t)
                for t in ("application count", "distinct depth", "block composition")}), "term_shares")
+# each step up in what a form can express, as a paired share difference (stronger − weaker, the same evaluation
+# resample) per seed, pooled over seeds per size: the words "rises" and "recovers less" below are read from these
+step_rows = []
+for pl in ("head", "loop"):
+    forms = capacity.loc[capacity.placement == pl, "probe"].tolist()
+    for weak, strong in zip(forms, forms[1:]):
+        for m in SINGLE:
+            pooled_step = inference.pool([paired_share_difference(share_reps[m, sd][strong], share_reps[m, sd][weak])
+                                          for sd in seeds])
+            step_rows.append({"placement": pl, "weaker": weak, "stronger": strong, "model": m,
+                              "stronger - weaker": pooled_step.point, "lo": pooled_step.lo, "hi": pooled_step.hi,
+                              "seeds": len(seeds)})
+capacity_steps = rep.table(pd.DataFrame(step_rows), "capacity_steps")
 gaps_iv = iv[iv.calibration == "head/diagonal"].pivot_table(index="seed", columns="arm", values="raw gap")
 iv_gaps = rep.table(gaps_iv.reset_index().assign(**{"sampled / fixed": gaps_iv["sampled"].values / gaps_iv[
     "fixed"].values}), "intervention_gaps")
-display(capacity.round(3), term_share.round(3), iv_gaps.round(3))  # noqa: F821
+display(capacity.round(3), capacity_steps.round(3), term_share.round(3), iv_gaps.round(3))  # noqa: F821
 
 # %%
 by_probe = probe.groupby("probe", sort=False)["share"].mean()
@@ -716,36 +736,45 @@ edge_words = listed(at_edge) if len(at_edge) <= 2 else listed(
 
 
 def capacity_words(placement):
-    """Whether the share rises with the form's capacity at a placement; each step down (a form recovering less than
-    the next less expressive one) named with its numbers (facts read from the capacity table) and, where the data
-    curve was still rising for it, why."""
-    sub = capacity[capacity.placement == placement].reset_index(drop=True)
-    inv = [(sub.probe[i + 1], sub.probe[i]) for i in range(len(sub) - 1) if sub.share[i + 1] < sub.share[i]]
-    if not inv:
-        return f"At the {placement} the share rises with what the form can express."
-    parts = []
-    for n, (weak, strong) in enumerate(inv):
-        a, b = f"inv_{placement}_{n}_a", f"inv_{placement}_{n}_b"
-        rep.fact(a, "capacity", "share", {"probe": weak}, agg="only")
-        rep.fact(b, "capacity", "share", {"probe": strong}, agg="only")
-        starved = str(capacity.loc[capacity.probe == weak, "still rising on the data curve"].iloc[0]) == "True"
-        on_curve = {weak, strong} <= set(curve_end.probe)
-        passes = on_curve and (curve_end.set_index("probe").loc[weak, "share at the largest set"]
-                               > curve_end.set_index("probe").loc[strong, "share at the largest set"])
-        if passes:  # the step down is a matter of calibration data: with more, the curve passes the weaker form
-            c, d = f"inv_{placement}_{n}_curve_a", f"inv_{placement}_{n}_curve_b"
-            rep.fact(c, "data_curve_end", "share at the largest set", {"probe": weak}, agg="only")
-            rep.fact(d, "data_curve_end", "share at the largest set", {"probe": strong}, agg="only")
-        parts.append(f"{weak} recovers {{{a}:.0%}} against {strong}'s {{{b}:.0%}}." + (
-            f" That holds only at this calibration size: on the data curve (small model, seed {seeds[0]}) {weak} "
-            f"passes it with more data, {{{c}:.0%}} against {{{d}:.0%}} at the largest set." if passes else
-            f" Its data curve (small model, seed {seeds[0]}) is still rising, so its share is a lower bound set by "
-            "the calibration data." if starved else ""))
-    return (f"At the {placement} the share does not rise with what the form can express at the calibration size "
-            "used: " + " ".join(parts))
+    """Whether the share rises with each step in what the form can express at a placement, read from the pooled
+    paired differences (``capacity_steps``): a step down is one whose interval lies below 0 at some size, named with
+    its numbers and, where the data curve explains it, why; a step up lies above 0 at both sizes."""
+    sub = capacity_steps[capacity_steps.placement == placement]
+    down, open_ = [], []
+    for n, ((weak, strong), g) in enumerate(sub.groupby(["weaker", "stronger"], sort=False)):
+        below = g[g.hi < 0]
+        if len(below):
+            m = below.model.iloc[0]
+            where = {"placement": placement, "weaker": weak, "stronger": strong, "model": m}
+            for col, suffix in (("stronger - weaker", ""), ("lo", "_lo"), ("hi", "_hi")):
+                rep.fact(f"step_{placement}_{n}{suffix}", "capacity_steps", col, where, agg="only")
+            starved = str(capacity.loc[capacity.probe == weak, "still rising on the data curve"].iloc[0]) == "True"
+            on_curve = {weak, strong} <= set(curve_end.probe)
+            passes = on_curve and (curve_end.set_index("probe").loc[weak, "share at the largest set"]
+                                   > curve_end.set_index("probe").loc[strong, "share at the largest set"])
+            if passes:  # the step down is a matter of calibration data: with more, the curve passes the weaker form
+                c, d = f"step_{placement}_{n}_curve_a", f"step_{placement}_{n}_curve_b"
+                rep.fact(c, "data_curve_end", "share at the largest set", {"probe": weak}, agg="only")
+                rep.fact(d, "data_curve_end", "share at the largest set", {"probe": strong}, agg="only")
+            down.append(
+                f"{strong} recovers less than {weak} on the {m.split()[-1]} model, {{step_{placement}_{n}:+.0%}} "
+                f"of the gap [{{step_{placement}_{n}_lo:+.0%}}, {{step_{placement}_{n}_hi:+.0%}}]." + (
+                    f" That holds only at this calibration size: on the data curve (small model, seed {seeds[0]}) "
+                    f"{weak} passes it with more data, {{{c}:.0%}} against {{{d}:.0%}} at the largest set."
+                    if passes else
+                    f" Its data curve (small model, seed {seeds[0]}) is still rising, so its share is a lower "
+                    "bound set by the calibration data." if starved else ""))
+        elif not (g.lo > 0).all():
+            open_.append(f"{strong} against {weak}")
+    if not down and not open_:
+        return (f"At the {placement} the share rises with each step in what the form can express: every paired "
+                "difference, pooled over seeds, lies above 0 at both sizes.")
+    return (f"At the {placement}, pooled over seeds (paired differences, stronger minus weaker form): "
+            + " ".join(down) + (f" {listed(open_)} {'is' if len(open_) == 1 else 'are'} not separated at one size "
+                                "or both." if open_ else ""))
 
 
-capacity_sentence = " ".join(capacity_words(pl) for pl in ("head", "loop"))
+capacity_sentence = "\n\n".join(capacity_words(pl) for pl in ("head", "loop"))
 app = rep.fact("app", "decomposition", "value", {"control": "frozen", "calibration": "head/diagonal",
                                                  "term": "application count", "model": "single small"})
 tot = rep.fact("tot", "decomposition", "value", {"control": "frozen", "calibration": "head/diagonal",
@@ -787,20 +816,19 @@ flat = curve_end.loc[~curve_end["still rising"], "probe"].tolist()
 rep.fact("curve_tokens", "data_curve_end", "largest set (tokens)", agg="max")
 rep.prose("Results", "On the single-depth models (mean over both sizes and {n} seed{s}) the gap prefix(1) − prefix(N) "
           "is {gap:.3f} nats. The share of it that a readout probe recovers ranges from {share_low:.0%} ({low}) to "
-          "{share_high:.0%} ({high}). Paper B's probe (head/diagonal) recovers {share_paper_b:.0%}, and B3's "
-          "extension probe ({headline}) {share_headline:.0%}. Its refits on resampled calibration documents move its "
-          "share by {shift:+.1%} of the gap on average, the cost of fewer distinct documents (the interval is "
-          "centred on the point). {n_edge:.0f} of the {n_fits:.0f} shares rest on a fit whose ridge λ sits at the "
-          "edge of the widened grid ({edges}).\n\n" + capacity_sentence + " These shares are means over both sizes "
-          "and all seeds.\n\n"
+          "{share_high:.0%} ({high}), as means over both sizes and all seeds. Paper B's probe (head/diagonal) "
+          "recovers {share_paper_b:.0%}, and B3's extension probe ({headline}) {share_headline:.0%}. Its refits on "
+          "resampled calibration documents move its share by {shift:+.1%} of the gap on average, the cost of fewer "
+          "distinct documents (the interval is centred on the point). {n_edge:.0f} of the {n_fits:.0f} shares "
+          "rest on a fit whose ridge λ sits at the edge of the widened grid ({edges}).\n\n" + capacity_sentence + "\n\n"
           "The data curve is measured on one model and one seed (the small single-depth model, seed {seed0}). At its "
           "largest calibration set ({curve_tokens:,.0f} tokens) {rising} still {gain} more than {rising_pts} points of "
           "share per step: {rising_words}. The others ({flat}) have levelled off.\n\n"
           "On the small model, re-adding the first update up to N applications (frozen(1), this project's control) "
-          "accounts for {app:+.3f} of its {tot:.3f}-nat gap. It raises the norm of the state entering the top stack "
-          "from {z_prefix1:.1f} (prefix(1)) to {z_frozen1:.1f}, against {z_full:.1f} at full depth ({restored:.0%} "
-          "of the difference; {restored_large:.0%} on the large model). A loop/diagonal probe recovers "
-          "{frozen_rest:.0%} of what frozen(1) still lacks (both sizes).\n\n"
+          "accounts for {app:+.3f} of its {tot:.3f}-nat gap. The norm of the state entering the top stack is "
+          "{z_prefix1:.1f} at prefix(1), {z_frozen1:.1f} at frozen(1) and {z_full:.1f} at full depth (means; "
+          "frozen(1) restores {restored:.0%} of the difference, {restored_large:.0%} on the large model). A "
+          "loop/diagonal probe recovers {frozen_rest:.0%} of what frozen(1) still lacks (both sizes).\n\n"
           "In paper B's negative control the dense model's head/diagonal probe recovers {dense_share:.0%} of its "
           "near-full truncation gap prefix(L − 1) − prefix(L), a gap of {dense_nf_gap:.3f} nats. Paper B's dense "
           "models, two layers dropped, gave {pb_share_min:.0%}–{pb_share_max:.0%} with the affine map, of gaps of "
@@ -872,6 +900,21 @@ def b3_why(j):
     return " ".join(parts)
 
 
+def unit_reading(j, u):
+    """A unit's outcome as the claim's rule reads it (docs/statistics.md §2): reproduced at 95% (intersection-union),
+    not reproduced only at the Bonferroni level over the claim's units, otherwise inconclusive."""
+    if j.outcomes[u] == "reproduced":
+        return "reproduced"
+    return ("not reproduced" if j.evidence[u]["pooled"]["verdict at the Bonferroni level"] == "not reproduced"
+            else "inconclusive")
+
+
+def negligible(block):
+    """A pooled interval inside ± the unit's SESOI."""
+    (lo, hi), d = block["pooled"]["interval"], block["pooled"]["sesoi"]
+    return -d < lo and hi < d
+
+
 def side_words(block):
     """Where a pooled interval lies against 0 and ± the unit's SESOI."""
     (lo, hi), d = block["pooled"]["interval"], block["pooled"]["sesoi"]
@@ -880,6 +923,8 @@ def side_words(block):
 
 
 SCHEDULE_TERMS = ("application count", "distinct depth", "block composition")
+B1_SHARE = "neither is the whole: single small application count / total"  # B1's units on the small model
+B1_APP = "both factors present: single small application count"
 q1_sentence = "A probe's share is a lower bound on what is correctable at the readout. " + (
     f"{listed(yes_b)} {'finds' if len(yes_b) == 1 else 'find'} more than a fifth of paper A's depth gap at both "
     f"sizes, pooled over seeds, at the Bonferroni level over the {P} probes. So at least a fifth is correctable by a "
@@ -891,8 +936,8 @@ q1_sentence = "A probe's share is a lower bound on what is correctable at the re
     f"{listed(yes_nom)} {'finds' if len(yes_nom) == 1 else 'find'} more than a fifth of paper A's depth gap at both "
     f"sizes at 95% but not at the Bonferroni level over the {P} probes, which the answer requires." if yes_nom else
     "No probe settles whether a fifth of paper A's depth gap is correctable at the readout.")
-share_v = judged_b5.outcomes["share collapses: sampled - fixed"]
-t_v = judged_b5.outcomes["T closer to 1: |T_s - 1| - |T_f - 1|"]
+share_v = unit_reading(judged_b5, "share collapses: sampled - fixed")
+t_v = unit_reading(judged_b5, "T closer to 1: |T_s - 1| - |T_f - 1|")
 scale_tpl = ((
     "\n\nPart of what a probe at the loop's output recovers may be the state's scale. On the small model the state "
     "entering the top stack has norm {z_prefix1:.1f} after one application, against {z_full:.1f} at full depth. A "
@@ -905,20 +950,23 @@ rep.prose("What this means: the readout", "{q1_sentence} Q1 is {q1}: no probe wa
           "probe alone answers {paper_answer}. {centring}" + scale_tpl, q1_sentence=q1_sentence, q1=q1.verdict,
           head_best_name=head_best, paper_answer=q1.outcomes.get("head/diagonal", "nothing"),
           centring=("With the raw refits' intervals instead of the centred ones, " + listed(
-              f"{p} would answer {b} instead of {a}" for p, a, b in moved) + "." if moved else
+              f"{p} would answer {b} instead of {a}" for p, a, b in moved) + "." if 0 < len(moved) <= 3 else
+              f"With the raw refits' intervals instead of the centred ones, {len(moved)} of the {P} probes would "
+              "answer otherwise (the table above gives each)." if moved else
               "The raw refits' intervals, uncentred, give every probe the same answer."))
 rep.prose("What this means: against a dense model", "Paper B concludes that little of a recurrent model's gap is "
           "correctable at the readout, unlike a dense model's. With paper B's probe against the near-full "
-          "truncation (*paper*) that is {b3}. {b3_why} With the same probe against the matched truncation prefix(1) "
-          "− prefix(L) (*corrected*, like against like) it is {b3c}. {b3c_why} With {headline} at the matched "
-          "truncation (*extension*, a probe named after a first look) it is {b3e}. {b3e_why} The combinations not "
-          "recorded: {one_change}.\n\nIn the corrected row the looped share minus the dense share pools over "
-          "seeds to {corr_small_point:+.2f} [{corr_small_lo:+.2f}, {corr_small_hi:+.2f}] on the small model and "
-          "{corr_large_point:+.2f} [{corr_large_lo:+.2f}, {corr_large_hi:+.2f}] on the large. As a description, "
-          "the per-seed paired CIs lie below 0 in {corr_below:.0f} of {corr_n:.0f} model-seeds and above it in "
-          "{corr_above:.0f}. {flip_words}\n\nThe negative control (B4 {b4}) {b4_words}. The dense share of the "
-          "near-full gap ranges from {dense_nf_min:.0%} to {dense_nf_max:.0%} across seeds{small_gap}. The same "
-          "test on the other dense truncations gives: {b4_alt}. These models were trained at one depth, whereas "
+          "truncation (*paper*) that is {b3}. {b3_why}\n\nWith the same probe against the matched truncation "
+          "prefix(1) − prefix(L) (*corrected*, like against like) it is {b3c}. {b3c_why} With {headline} at the "
+          "matched truncation (*extension*, a probe named after a first look) it is {b3e}. {b3e_why}\n\nThe "
+          "combinations not recorded: {one_change}. In the corrected row the looped share minus the dense share "
+          "pools over seeds to {corr_small_point:+.2f} [{corr_small_lo:+.2f}, {corr_small_hi:+.2f}] on the small "
+          "model and {corr_large_point:+.2f} [{corr_large_lo:+.2f}, {corr_large_hi:+.2f}] on the large. As a "
+          "description, the per-seed paired CIs lie below 0 in {corr_below:.0f} of {corr_n:.0f} model-seeds and "
+          "above it in {corr_above:.0f}. {flip_words}\n\nThe negative control (B4 {b4}) {b4_words}. The dense "
+          "share of the near-full gap ranges from {dense_nf_min:.0%} to {dense_nf_max:.0%} across seeds, of a gap "
+          "of {dense_nf_gap:.3f} nats (paper B's dense gaps: {pb_gap_min:.2f}–{pb_gap_max:.2f}). The same test on "
+          "the other dense truncations gives: {b4_alt}. These models were trained at one depth, whereas "
           "paper B's recurrent model was trained with sampled depth, so B3 here concerns fixed-depth looped models.",
           headline=headline, b3=judged_b3["paper"].verdict, b3c=judged_b3["corrected"].verdict,
           b3e=judged_b3["extension"].verdict, b3_why=b3_why(judged_b3["paper"]),
@@ -927,10 +975,9 @@ rep.prose("What this means: against a dense model", "Paper B concludes that litt
           flip_words=(f"With uncentred paired intervals the per-seed counts change for {listed(flips)} "
                       "(`b3_choices`)." if flips else
                       "Uncentred paired intervals give the same per-seed counts in every combination."),
-          small_gap=(", a gap smaller than any of paper B's dense gaps" if dense_nf_gap < pb_gap_min else ""),
           b4_words={"reproduced": "finds a substantial readout share on the dense model, as paper B did, so the "
                                   "protocol can detect one",
-                    "not reproduced": "finds far less on the dense model than paper B's dense models, so a small "
+                    "not reproduced": "finds less on the dense model than paper B's dense models, so a small "
                                       "looped share is not set against a working detector of readout "
                                       "miscalibration"}.get(judged_b4.verdict, "does not settle whether the dense "
                                                                                "model's share of the near-full "
@@ -944,11 +991,12 @@ rep.prose("What this means: the decomposition and training", "{writes} the count
           "nats{b6_what}. The readout share and the application-count term measure the same gap from two sides, "
           "a probe and a schedule. So they overlap and need not sum to at most the whole.\n\n"
           "Training with sampled depths {b5_words} (B5 {b5}). The sampled arm's gap is {ratio_min:.0%} to "
-          "{ratio_max:.0%} of the fixed arm's across seeds. The fixed arm's own gap moved from the base model's "
-          "{base_gap:.2f} to {fixed_gap:.2f} nats over the same steps, so both shares are of gaps that training "
-          "changed.{law_words}",
-          b6_what=(", so what it separates is the application count from the distinct depth" if abs(
-              term_share["block composition / total"].mean()) < verdicts.TERM_FRACTION else ""),
+          "{ratio_max:.0%} of the fixed arm's across seeds. The fixed arm's own gap is {fixed_gap:.2f} nats after "
+          "the same steps, the base model's {base_gap:.2f} (means), so both shares are of gaps measured after "
+          "further training.{law_words}",
+          b6_what=(", inside ± its SESOI at both sizes, so what it separates is the application count from the "
+                   "distinct depth" if all(negligible(judged_b6.evidence[m]["block composition"]) for m in SINGLE)
+                   else ""),
           b1=judged_b1.verdict, b5=judged_b5.verdict, b6=judged_b6.verdict,
           telescope=("the three schedule terms telescope to the total in every seed, by construction"
                      if judged_b6.verdict == "check passed" else
@@ -961,14 +1009,12 @@ rep.prose("What this means: the decomposition and training", "{writes} the count
                        "norms. So part of what it recovers may be the state's scale rather than what the block "
                        "writes." if restored > 0.5 else ""),
           writes=(
-              "All or nearly all of the gap is" if judged_b1.outcomes[
-                  "neither is the whole: single small application count / total"] == "not reproduced" else
-              f"Most ({frac:.0%}) of the gap is" if judged_b1.outcomes[
-                  "both factors present: single small application count"] == "reproduced" and frac > 0.5 else
+              "All or nearly all of the gap is" if unit_reading(judged_b1, B1_SHARE) == "not reproduced" else
+              f"Most ({frac:.0%}) of the gap is" if unit_reading(judged_b1, B1_APP) == "reproduced"
+              and judged_b1.evidence[B1_SHARE]["pooled"]["interval"][0] > 0.5 else
               {"reproduced": f"Part ({frac:.0%}) of the gap is",
                "not reproduced": "At most a negligible part (a twentieth) of the gap is"}.get(
-                  judged_b1.outcomes["both factors present: single small application count"],
-                  "It is not settled whether part of the gap is")),
+                  unit_reading(judged_b1, B1_APP), "It is not settled whether part of the gap is")),
           b5_words={"reproduced": "lowers the calibration share",
                     "not reproduced": "does not lower the calibration share (the pooled difference lies above 0 or "
                                       "within 0.05 of it)"}.get(

@@ -401,6 +401,11 @@ def test_q1_answers_with_the_largest_share_paid_for_by_bonferroni():
     assert V.share_answer({"s": edge}) == "yes"
     j = check(V.q1(fam, uncentred=fam), "inconclusive")
     assert "no probe's answer changes" in j.criterion
+    # the basis as every other claim's: seeds pooled, how units combine, and what more seeds would do when undecided
+    assert j.basis.startswith("pooled over 3 seeds") and "Bonferroni level over the 7 probes" in j.basis
+    spread = seeds(E(0.1, 0.09, 0.11), E(0.3, 0.29, 0.31), E(0.2, 0.19, 0.21))  # its pooled interval holds 0.2
+    j = check(V.q1({"a": {"s": spread}}), "inconclusive")
+    assert "undecided at 3 seeds" in j.basis
     with pytest.raises(ValueError, match="same probes"):
         V.q1(fam, uncentred={"p0": fam["p0"]})
 
@@ -437,6 +442,10 @@ def test_b6_is_a_check_of_the_telescoping_sum():
          "total": same(E(0.6, 0.59, 0.61))}
     j = check(V.b6({"m": t}), "check passed", "B6")
     assert j.protocol == "extension" and "calibration" in j.evidence["m"]
+    # each term's share of the total, pooled over seeds (a ratio per seed): 0.5 / 0.6 and 0.1 / 0.6
+    assert j.evidence["m"]["application count / total"]["pooled"]["point"] == pytest.approx(0.5 / 0.6)
+    assert j.evidence["m"]["distinct depth / total"]["pooled"]["point"] == pytest.approx(0.1 / 0.6)
+    assert "total / total" not in j.evidence["m"]
     with pytest.raises(ValueError, match="telescope"):
         V.b6({"m": t | {"total": same(E(0.9, 0.89, 0.91))}})
 

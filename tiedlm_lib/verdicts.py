@@ -925,9 +925,13 @@ def q1(shares: Mapping[str, Mapping[str, PerSeed]], paper_probe: str = "head/dia
     a, at_bonf, nominal = answer_of(shares)
     r = inf.Rule("superiority", sesoi("Q1", "correctable at the readout"), SHARE_THRESHOLD, 1, False)
     ev: dict[str, Any] = {}
+    res: dict[str, inf.UnitResult] = {}  # every (probe, size) unit, for the basis
     for p, models in shares.items():
-        ev[p] = {m: unit_evidence(ps, r, inf.judge_unit(m, list(ps.values()), r, len(shares)))
-                 for m, ps in models.items()} | {"answer": nominal[p], "answer at the Bonferroni level": at_bonf[p]}
+        ev[p] = {}
+        for m, ps in models.items():
+            res[f"{p}: {m}"] = inf.judge_unit(m, list(ps.values()), r, len(shares))
+            ev[p][m] = unit_evidence(ps, r, res[f"{p}: {m}"])
+        ev[p] |= {"answer": nominal[p], "answer at the Bonferroni level": at_bonf[p]}
     moved = ""
     if uncentred is not None:
         ua, _, un = answer_of(uncentred)
@@ -938,16 +942,16 @@ def q1(shares: Mapping[str, Mapping[str, PerSeed]], paper_probe: str = "head/dia
             f"; per probe it changes for {', '.join(changed)}" if changed else "; no probe's answer changes") + ".")
         ev["answer with uncentred intervals"] = ua
     yes = [p for p, v in at_bonf.items() if v == "yes"]
-    ns = {len(ps) for m in shares.values() for ps in m.values()}
+    flat = {f"{p}: {m}": ev[p][m] for p, models in shares.items() for m in models}
+    basis = _basis(res, combine=f"yes when some probe clears {SHARE_THRESHOLD:g} at every size at the Bonferroni "
+                   f"level over the {len(shares)} probes, no when every probe lies below it at every size")
     return Judgement("Q1", a, f"share of the single-depth k=1..N gap recovered by a readout probe: yes if some "
                      f"probe's pooled share lies above {SHARE_THRESHOLD:g} at every size at the Bonferroni level over "
                      f"the {len(shares)} probes ({level:.4f}), no if every probe's lies below it; paper B's "
                      f"{paper_probe}: {nominal.get(paper_probe, 'not fitted')}; above at the Bonferroni level: "
                      f"{', '.join(yes) or 'none'}.{moved}", ev | {"threshold": SHARE_THRESHOLD,
                                                                   "Bonferroni level": level},
-                     "corrected", (f"pooled over {min(ns)} seeds per probe and size" if len(ns) == 1 else
-                      f"pooled over {min(ns)} to {max(ns)} seeds by probe and size") + " (docs/statistics.md)",
-                     nominal)
+                     "corrected", basis + (undecided(res, flat) if a == "inconclusive" else ""), nominal)
 
 
 def b3(shares: Mapping[str, PerSeed], dense: PerSeed, diffs: Mapping[str, PerSeed], probe: str, protocol: str,
@@ -1013,10 +1017,15 @@ def b6(terms: Mapping[str, Mapping[str, PerSeed]]) -> Judgement:
             res = inf.judge_unit(n, list(t[n].values()), r)
             ev[m][n] = unit_evidence(t[n], r, res)
             out[f"{m} {n}"] = res.verdict
+        for n in shown[:-1]:  # each term as a share of the total: a ratio per seed (delta method, amendment 13)
+            sh = _shares(t[n], t["total"])
+            if sh:
+                r = inf.Rule("superiority", TERM_FRACTION)
+                ev[m][f"{n} / total"] = unit_evidence(sh, r, inf.judge_unit(f"{n} / total", list(sh.values()), r))
     return Judgement("B6", CHECK[0], "extension (frozen control), a check: the schedule terms telescope to the total "
                      "in every seed (by construction; an error otherwise) and the calibration term is computed beside "
-                     "them; each term's pooled estimate is shown, none is judged", ev, "extension",
-                     "telescoping checked per seed; holds by construction", out)
+                     "them; each term's pooled estimate and its share of the total are shown, none is judged", ev,
+                     "extension", "telescoping checked per seed; holds by construction", out)
 
 
 # --- section 12: depth at inference --------------------------------------------------------------------------------

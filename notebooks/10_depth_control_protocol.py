@@ -39,6 +39,9 @@
 # or on `loop/tuned`, a probe named after a one-seed first look at the numbers (B3's third row). Every verdict pools
 # the per-seed estimates over the training seeds (docs/statistics.md): a unit is decided by its pooled interval
 # against a threshold and a smallest effect of interest (SESOI); the seed counts are shown beside, as descriptions.
+# Here each seed draws its own calibration and evaluation documents (the split is seeded), so the document error is
+# not fully shared between seeds, and the pooled interval's shared-document term makes it conservative
+# (docs/statistics.md §1), not wrong.
 #
 # The **decomposition** of the naive gap prefix(1) − prefix(N): application count = prefix(1) − control(1);
 # distinct depth = control(1) − control(N/2); block composition = control(N/2) − prefix(N); and the calibration term

@@ -24,6 +24,7 @@ from tiedlm_lib.atomic import atomic_write_text
 from tiedlm_lib.claims import (
     CLAIMS,
     REPORTED,
+    no_paper_row,
     probe_finding,
     read_ledger,
     rule_changes,
@@ -222,6 +223,13 @@ both = table[table.protocol.isin(["paper", "corrected"])].pivot_table(index="id"
                                                                        values="verdict", aggfunc="first")
 both = both.dropna() if {"paper", "corrected"} <= set(both.columns) else both
 both
+
+# %% [markdown]
+# The papers' claims judged under the corrected protocol only, each with why there is no paper-protocol row
+# (`claims.NO_PAPER_ROW`; docs/statistics.md amendment 16): what the paper measured, and what is measured instead.
+
+# %%
+rep.table(pd.DataFrame(no_paper_row(ledger), columns=["id", "claim", "why no paper-protocol row"]), "no_paper_row")
 
 # %% [markdown]
 # ## What this reproduction found that the papers did not say

@@ -109,3 +109,20 @@ def test_the_readability_check_can_fail(text, problem):
 def test_sentences_split_where_a_reader_stops():
     assert sentences("NLL is 2.91 at p = 0.05. It falls (e.g. at k = 4). Then 16 of 16 agree.") == [
         "NLL is 2.91 at p = 0.05.", "It falls (e.g. at k = 4).", "Then 16 of 16 agree."]
+
+
+def test_every_claim_with_only_a_corrected_row_says_why_there_is_no_paper_row():
+    from tiedlm_lib.claims import CLAIMS, NO_PAPER_ROW, no_paper_row
+
+    rows = no_paper_row(read_ledger(ROOT / "paper" / "cpu"))  # the committed ledger: every such claim has a reason
+    assert [r["id"] for r in rows][:2] == ["A5", "A6"] and all(r["why no paper-protocol row"] for r in rows)
+
+    def ledger(*entries):
+        return {"claims": [{"id": c, "protocol": p} for c, p in entries]}
+
+    assert no_paper_row(ledger(("A6", "corrected"), ("Q2", "corrected"), ("A1", "paper"), ("A1", "corrected"))
+                        ) == [{"id": "A6", "claim": CLAIMS["A6"], "why no paper-protocol row": NO_PAPER_ROW["A6"]}]
+    with pytest.raises(ValueError, match=r"no reason for \['A1'\]"):
+        no_paper_row(ledger(("A1", "corrected")))
+    with pytest.raises(ValueError, match=r"a paper row exists for \['A6'\]"):
+        no_paper_row(ledger(("A6", "paper"), ("A6", "corrected")))

@@ -389,6 +389,53 @@ def test_share_interval_covers_a_known_share_with_30_refits_and_not_with_3():
     assert hits[3] / 300 < 0.85
 
 
+def test_the_paired_share_difference_covers_a_known_difference_with_30_refits():
+    """Coverage simulation of B3's decisive interval: two synthetic "models" with known shares (b = 0.5 and 0.8, the
+    fit's uncertainty dominating as above), scored on the same evaluation documents with the same resample, each
+    with 30 centred refits; the paired difference's nominal 95% interval covers the known difference in 200
+    datasets within [0.91, 0.99] (0.985 when this test was written; 0.973 over 300 datasets)."""
+    from tiedlm_lib.evaluation import NLLStats
+    from tiedlm_lib.lens import share_interval
+
+    n_cal, n_ev, m, lam, bs = 5, 200, 8, 1.0, (0.5, 0.8)
+    g = np.random.default_rng(12345)
+
+    def truth_of(b):
+        x = g.normal(size=(100_000, n_cal * m))
+        y = b * x + g.normal(size=x.shape)
+        return 1 - np.mean((b - (x * y).sum(1) / ((x * x).sum(1) + lam)) ** 2) / b ** 2
+
+    truth = truth_of(bs[0]) - truth_of(bs[1])
+
+    def stats_of(per_token):
+        s, n = per_token.sum(1), np.full(len(per_token), float(m))
+        return NLLStats(np.arange(len(s)), s, n, s, n)
+
+    def fit(xc, yc):
+        return (xc * yc).sum() / ((xc * xc).sum() + lam)
+
+    rng = np.random.default_rng(0)
+    hits, n_sets = 0, 200
+    for _ in range(n_sets):
+        xe = rng.normal(size=(n_ev, m))  # the evaluation documents both models are scored on
+        seed, reps = int(rng.integers(1 << 30)), []
+        for b in bs:
+            xc = rng.normal(size=(n_cal, m))
+            yc = b * xc + rng.normal(size=xc.shape)
+            ee = rng.normal(size=(n_ev, m))
+            ye = b * xe + ee
+            raw = (stats_of(ye ** 2), stats_of(ee ** 2))
+            point = (stats_of((ye - fit(xc, yc) * xe) ** 2), raw[1])
+            refits = []
+            for _ in range(30):
+                s = rng.integers(0, n_cal, n_cal)
+                refits.append((stats_of((ye - fit(xc[s], yc[s]) * xe) ** 2), raw[1]))
+            reps.append(share_interval(raw, point, refits, 400, seed)["replicates"])
+        d = paired_share_difference(*reps)
+        hits += d.lo <= truth <= d.hi
+    assert 0.91 <= hits / n_sets <= 0.99
+
+
 def test_the_readout_shares_the_model_and_freezes_it_per_call(setup):
     """No copy of the model (a large checkpoint is not duplicated per placement): gradients reach the state, never
     the model's parameters, whose flags and training mode are restored after each call."""

@@ -345,6 +345,26 @@ def test_a_paired_share_difference_uses_the_shared_resample(setup):
         paired_share_difference(d["replicates"], fewer["replicates"])
 
 
+def _known_share(b, n_cal, m, lam):
+    """The expected share 1 − (b − b̂)²/b² of the one-parameter ridge probe over 100,000 calibration samples."""
+    g = np.random.default_rng(12345)
+    x = g.normal(size=(100_000, n_cal * m))
+    y = b * x + g.normal(size=x.shape)
+    return 1 - np.mean((b - (x * y).sum(1) / ((x * x).sum(1) + lam)) ** 2) / b ** 2
+
+
+def _doc_stats(per_token):
+    """Per-document NLL stats from a (documents, tokens) array of per-token losses."""
+    from tiedlm_lib.evaluation import NLLStats
+
+    s, n = per_token.sum(1), np.full(len(per_token), float(per_token.shape[1]))
+    return NLLStats(np.arange(len(s)), s, n, s, n)
+
+
+def _ridge(xc, yc, lam):
+    return (xc * yc).sum() / ((xc * xc).sum() + lam)
+
+
 def test_share_interval_covers_a_known_share_with_30_refits_and_not_with_3():
     """Coverage simulation (issue 31): a synthetic problem whose share is known, in the regime where the fit's own
     uncertainty dominates (5 calibration documents, 200 evaluation documents). A one-parameter probe b̂ (ridge
@@ -353,22 +373,11 @@ def test_share_interval_covers_a_known_share_with_30_refits_and_not_with_3():
     the nominal 95% interval covers within [0.91, 0.985] of 300 datasets (0.950 when this test was written; 20
     refits gave 0.907, 50 gave 0.96 in the same simulation); with 3 refits (the setting before) it under-covers
     (0.707)."""
-    from tiedlm_lib.evaluation import NLLStats
     from tiedlm_lib.lens import share_interval
 
     b, n_cal, n_ev, m, lam = 0.5, 5, 200, 8, 1.0
-    g = np.random.default_rng(12345)
-    x = g.normal(size=(100_000, n_cal * m))
-    y = b * x + g.normal(size=x.shape)
-    truth = 1 - np.mean((b - (x * y).sum(1) / ((x * x).sum(1) + lam)) ** 2) / b ** 2
-
-    def stats_of(per_token):
-        s, n = per_token.sum(1), np.full(len(per_token), float(m))
-        return NLLStats(np.arange(len(s)), s, n, s, n)
-
-    def fit(xc, yc):
-        return (xc * yc).sum() / ((xc * xc).sum() + lam)
-
+    truth = _known_share(b, n_cal, m, lam)
+    stats_of, fit = _doc_stats, (lambda xc, yc: _ridge(xc, yc, lam))  # noqa: E731
     rng = np.random.default_rng(0)
     hits = {3: 0, 30: 0}
     for _ in range(300):
@@ -394,26 +403,11 @@ def test_the_paired_share_difference_covers_a_known_difference_with_30_refits():
     fit's uncertainty dominating as above), scored on the same evaluation documents with the same resample, each
     with 30 centred refits; the paired difference's nominal 95% interval covers the known difference in 200
     datasets within [0.91, 0.99] (0.985 when this test was written; 0.973 over 300 datasets)."""
-    from tiedlm_lib.evaluation import NLLStats
     from tiedlm_lib.lens import share_interval
 
     n_cal, n_ev, m, lam, bs = 5, 200, 8, 1.0, (0.5, 0.8)
-    g = np.random.default_rng(12345)
-
-    def truth_of(b):
-        x = g.normal(size=(100_000, n_cal * m))
-        y = b * x + g.normal(size=x.shape)
-        return 1 - np.mean((b - (x * y).sum(1) / ((x * x).sum(1) + lam)) ** 2) / b ** 2
-
-    truth = truth_of(bs[0]) - truth_of(bs[1])
-
-    def stats_of(per_token):
-        s, n = per_token.sum(1), np.full(len(per_token), float(m))
-        return NLLStats(np.arange(len(s)), s, n, s, n)
-
-    def fit(xc, yc):
-        return (xc * yc).sum() / ((xc * xc).sum() + lam)
-
+    truth = _known_share(bs[0], n_cal, m, lam) - _known_share(bs[1], n_cal, m, lam)
+    stats_of, fit = _doc_stats, (lambda xc, yc: _ridge(xc, yc, lam))  # noqa: E731
     rng = np.random.default_rng(0)
     hits, n_sets = 0, 200
     for _ in range(n_sets):

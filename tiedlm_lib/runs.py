@@ -66,9 +66,6 @@ class Run:
         return load_model(path, self.config.model).to(devices.model_device(self.model))
 
 
-RUN_STATUSES = ("complete", "diverged", "stopped")
-
-
 def training_status(result: dict[str, Any] | None, vocab_size: int) -> str:
     """A finished training's status, read from its log only (docs/statistics.md amendment 15): ``stopped`` when
     there is no result (training raised on too many non-finite steps, so there are no final weights),

@@ -64,14 +64,16 @@ browser:
 	      || echo "chromium could not be installed: the browser check will be skipped"; \
 	  else echo "chromium is missing and cannot be installed here: the browser check will be skipped"; fi; }
 
-# Run one notebook at a scale; the executed copy goes to paper/<scale>/, never over the paired source.
+# Run one notebook at a scale; the executed copy goes to paper/<scale>/ (via paper/<scale>/.partial/, moved into
+# place only when it succeeds), never over the paired source.
 nb: setup
 	@test -n "$(NB)" || { echo "usage: make nb NB=04_tradeoff [SCALE=cpu]"; exit 2; }
 	@test -f notebooks/$(NB).ipynb || { echo "no notebook notebooks/$(NB).ipynb"; exit 2; }
-	@mkdir -p paper/$(SCALE)
+	@mkdir -p paper/$(SCALE)/.partial
 	@start=$$(date +%s); \
-	$(BIN)/papermill notebooks/$(NB).ipynb paper/$(SCALE)/$(NB).ipynb -p scale $(SCALE) --cwd notebooks \
-	  --log-level WARNING --progress-bar && echo "$(NB) at $(SCALE): $$(( $$(date +%s) - start )) s"
+	$(BIN)/papermill notebooks/$(NB).ipynb paper/$(SCALE)/.partial/$(NB).ipynb -p scale $(SCALE) --cwd notebooks \
+	  --log-level WARNING --progress-bar && mv paper/$(SCALE)/.partial/$(NB).ipynb paper/$(SCALE)/$(NB).ipynb \
+	  && echo "$(NB) at $(SCALE): $$(( $$(date +%s) - start )) s"
 
 # After editing a notebook in either form, bring its pair up to date.
 sync: setup

@@ -82,8 +82,16 @@ def test_a_failing_notebook_names_itself_and_its_cell(tmp_path):
                                          nbformat.v4.new_code_cell("assert scale == 'smoke'")])
     ok.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
     nbformat.write(ok, tmp_path / "notebooks" / "98_fine.ipynb")
-    with pytest.raises(NotebookFailed, match=r"99_broken failed in cell \d+ .*RuntimeError: boom"):
+    out = tmp_path / "paper" / "smoke"
+    out.mkdir(parents=True)
+    (out / "99_broken.ipynb").write_text("the last good execution")
+    with pytest.raises(NotebookFailed, match=r"99_broken failed in cell \d+ .*RuntimeError: boom.*\.partial"):
         execute("smoke", root=tmp_path, log=lambda m: None)
+    # the failed section's last good execution is untouched, its partial kept aside for reading; the finished one
+    # moved into place
+    assert (out / "99_broken.ipynb").read_text() == "the last good execution"
+    assert "boom" in (out / ".partial" / "99_broken.ipynb").read_text()
+    assert (out / "98_fine.ipynb").is_file() and not (out / ".partial" / "98_fine.ipynb").exists()
     # the notebook that finished keeps its wall time although the run failed after it
     timings = json.loads((tmp_path / "paper" / "smoke" / "timings.json").read_text())
     assert [t["notebook"] for t in timings] == ["98_fine"] and timings[0]["seconds"] > 0
@@ -142,6 +150,7 @@ def test_parallel_sections_all_start_in_the_notebooks_folder(tmp_path, monkeypat
             time.sleep(start)
             started_in[Path(input_path).stem] = os.getcwd()
             time.sleep(run)
+        nbformat.write(nbformat.v4.new_notebook(), output_path)
 
     monkeypatch.setattr(pm, "execute_notebook", stand_in)
     here = os.getcwd()

@@ -136,10 +136,16 @@ def test_a_sections_run_replaces_its_whole_set_of_verdicts(tmp_path):
 
     rep = Report("02_backprop", "smoke", tmp_path / "f", tmp_path / "p")
     rep.claim("A9", "reproduced", "c", {}, "paper")
+    rep.claim("A10", "inconclusive", "c", {}, "paper")  # a run's own claims never remove each other
     Report("03_depth_scaling", "smoke", tmp_path / "f", tmp_path / "p").claim("A1", "reproduced", "c", {})
-    Report("02_backprop", "smoke", tmp_path / "f", tmp_path / "p").claim("A9", "reproduced", "c", {}, "corrected")
-    assert [(c["id"], c["protocol"]) for c in claims.read_ledger(tmp_path / "p")["claims"]] == [
-        ("A1", "paper"), ("A9", "corrected")]  # the relabelled row replaced the old one; other sections untouched
+    ledger = lambda: [(c["id"], c["protocol"]) for c in claims.read_ledger(tmp_path / "p")["claims"]]  # noqa: E731
+    assert ledger() == [("A1", "paper"), ("A9", "paper"), ("A10", "paper")]
+    again = Report("02_backprop", "smoke", tmp_path / "f", tmp_path / "p")
+    assert ledger() == [("A1", "paper"), ("A9", "paper"), ("A10", "paper")]  # a run that fails before it judges
+    again.claim("A9", "reproduced", "c", {}, "corrected")                      # loses nothing
+    again.claim("A3", "inconclusive", "c", {}, "corrected")
+    assert ledger() == [("A1", "paper"), ("A3", "corrected"), ("A9", "corrected")]  # the relabelled row replaced
+    # the old ones, A10 (no longer judged) is gone, other sections untouched
 
 
 def test_a_judgement_is_recorded_with_its_basis(tmp_path):

@@ -36,6 +36,8 @@ from .paths import project_root
 from .scale_card import CARD_BEGIN, CARD_END, card_markdown, scale_card
 from .testability import testability
 
+PARTIAL = ".partial"  # under paper/<scale>/: notebooks being executed (never committed; see .gitignore)
+
 ABSTRACT = """\
 Weight-tied ("looped") language models apply one Transformer block k times, z ← z + α·f(z), between a few ordinary
 layers. Paper A trains small such models and reports depth scaling under single-depth training, free early exit
@@ -146,11 +148,16 @@ def execute(scale: str, only: list[str] | None = None, root: Path | None = None,
             # no cwd=: papermill would os.chdir per call, which is process-wide and races between threads (one
             # section's exit restores the old directory while another's kernel is still starting); execute sets
             # the kernels' working directory once for the whole run instead
-            pm.execute_notebook(str(nb), str(out_dir / nb.name), parameters={**params, **budgets.get(nb.stem, {})},
+            # executed into .partial/ and moved into place only when it succeeds: a failed or interrupted section
+            # leaves the executed notebook it replaces untouched
+            partial = out_dir / PARTIAL / nb.name
+            partial.parent.mkdir(parents=True, exist_ok=True)
+            pm.execute_notebook(str(nb), str(partial), parameters={**params, **budgets.get(nb.stem, {})},
                                 kernel_name="python3", progress_bar=False, log_output=False)
+            os.replace(partial, out_dir / nb.name)
         except pm.PapermillExecutionError as e:
             raise NotebookFailed(f"{nb.stem} failed in cell {e.cell_index} (execution count {e.exec_count}): "
-                                 f"{e.ename}: {e.evalue} — the partial notebook is {out_dir / nb.name}") from None
+                                 f"{e.ename}: {e.evalue} — the partial notebook is {partial}") from None
         dt = time.perf_counter() - t0
         with lock:
             timings.append({"notebook": nb.stem, "seconds": round(dt, 1)})

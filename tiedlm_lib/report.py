@@ -147,7 +147,10 @@ class Report:
         self.figures = Path(figures_dir) if figures_dir else root / "figures" / scale
         self.paper = Path(paper_dir) if paper_dir else root / "paper" / scale
         setup_altair()
-        _claims.clear_notebook(self.paper, notebook)  # this run records the section's whole set of verdicts
+        # This run records the section's whole set of verdicts, but its old entries are removed only when it records
+        # its first one: a section computes for minutes to hours before it judges, and a run that fails (or is cut
+        # off) before then leaves the ledger as it was instead of without the section's claims.
+        self._cleared = False
         self._facts: dict[str, dict[str, Any]] = {}
         self._prose: list[dict[str, Any]] = []
 
@@ -216,7 +219,10 @@ class Report:
     def claim(self, claim_id: str, verdict: str, criterion: str, evidence: dict[str, Any],
               protocol: str = "paper", seeds: Any = None, basis: str = "") -> dict[str, Any]:
         """Record a verdict; it rests on the notebook's training seeds unless ``seeds`` says otherwise (``[]``: a
-        verdict that trained nothing)."""
+        verdict that trained nothing). The first claim a run records removes every entry its section had before."""
+        if not self._cleared:
+            _claims.clear_notebook(self.paper, self.notebook)
+            self._cleared = True
         e = _claims.record(self.paper, self.scale, self.notebook, claim_id, verdict, criterion, evidence, protocol,
                            self.seeds if seeds is None else list(seeds), basis)
         print(f"{claim_id} [{protocol}] {verdict}: {criterion}" + (f" — basis: {basis}" if basis else ""))

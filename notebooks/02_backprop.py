@@ -196,8 +196,9 @@ def horizon_run(m, sd):
 
 H = S.horizon
 hall = {(m, sd): horizon_run(m, sd) for m in HORIZON_MODES for sd in hseeds[m]}
-hstatus = {key: training_status(None if r is None else r.result, S.vocab_size) for key, r in hall.items()}
-hruns = {key: r for key, r in hall.items() if r is not None}
+hstatus = {key: training_status(None if r is None else r.result, S.vocab_size,
+                                None if r is None else r.config.train.max_nonfinite) for key, r in hall.items()}
+hruns = {key: r for key, r in hall.items() if hstatus[key] != "stopped"}  # a stopped seed drops out of its units
 hseeds = {m: [sd for sd in hseeds[m] if (m, sd) in hruns] for m in HORIZON_MODES}  # a stopped run's seed drops out
 if not all(hseeds.values()):
     raise ValueError(f"every horizon run of some mode stopped: {hstatus}; the horizon study cannot be read")
@@ -500,16 +501,21 @@ def part_words(j, unit, held, against_, open_):
     return held if j.outcomes.get(unit) == "reproduced" else against_ if unit in against(j) else open_
 
 
-def capped(j):
-    """Where a judgement was capped at inconclusive (amendment 15), the clause that says so."""
+def capped(j, name):
+    """Where a judgement was capped at inconclusive (amendment 15), a sentence of its own that says so: the runs
+    named while there are two at most, counted beyond that, so that the sentence stays short."""
     runs_ = j.evidence.get("runs that stopped or diverged")
-    return (f"; at best inconclusive, since it reads {listed(runs_)}, which stopped or diverged, and was "
-            f"{j.evidence['verdict before the cap']} before") if runs_ else ""
+    if not runs_:
+        return ""
+    which = listed(runs_) if len(runs_) <= 2 else f"{len(runs_)} horizon runs"
+    return (f" {name} is at best inconclusive: it reads {which}, which stopped or diverged (its verdict before the "
+            f"cap: {j.evidence['verdict before the cap']}).")
 
 
 a3_words = (part_words(a3[1], SHALLOW, "within a nat of uniform guessing", "more than a nat below uniform guessing, "
                        "so still useful", "not settled against the 1-nat level") + ", and "
-            + part_words(a3[1], DEEP, "k = K lands more than a nat below it", "k = K does not land either",
+            + part_words(a3[1], DEEP, "k = K lands more than a nat below it",
+                         "k = K does not land more than a nat below it",
                          "whether k = K lands is not settled"))
 for col, suffix in (("pooled", ""), ("pooled lo", "_lo"), ("pooled hi", "_hi")):
     rep.fact("sh_slope" + suffix, "horizon_shallow_trend", col, {"mode": "phantom"}, agg="only")
@@ -521,11 +527,11 @@ rep.fact("ck_mem", "ratios", "checkpoint/phantom memory", {"k": kmax}, "only")
 rep.fact("ck_time", "ratios", "checkpoint/full time", {"k": kmax}, "only")
 rep.prose("What this means", "The phantom gradient's saving in memory and time is {saving}. Its short-run cost, "
           "{short:+.3f} nats (mean over seeds), is {cost_words} (A9 {a9}: {cost_why}). Its gap to full backprop "
-          "{grows} from the short run to the end of the horizon (A10 {a10}). {grows_why}. {horizon}.\n\nAt the "
-          "horizon's end the phantom run's shallow depths are {a3_words} (A3 {a3}{a3_cap}). Along the horizon, "
+          "{grows} from the short run to the end of the horizon (A10 {a10}).{a10_cap} {grows_why}. {horizon}.\n\nAt "
+          "the horizon's end the phantom run's shallow depths are {a3_words} (A3 {a3}).{a3_cap} Along the horizon, "
           "their best NLL {sh_words}: ln V minus it changed by {sh_slope:+.3f} nats per doubling of the steps "
           "(pooled [{sh_slope_lo:+.3f}, {sh_slope_hi:+.3f}]). On this scale's v7, under the paper's evaluation "
-          "sampling, A3 is {a3p}.\n\nThe penalty is {q5_words} to the paper's loop-input form (Q5 {q5}{q5_cap}). "
+          "sampling, A3 is {a3p}.\n\nThe penalty is {q5_words} to the paper's loop-input form (Q5 {q5}).{q5_cap} "
           "Exact gradients by `checkpoint`, which keeps only each iteration's input and recomputes the rest in the "
           "backward pass, used {ck_mem:.2f} times phantom's peak memory and {ck_time:.2f} times full backprop's "
           "step time at k = {k}.",
@@ -541,10 +547,13 @@ rep.prose("What this means", "The phantom gradient's saving in memory and time i
           grows_why="The pooled long-run minus short-run gap lies " + {
               "above 0": "above 0", "below 0": "below 0", "negligible": "inside ±0.05 nats"}.get(
               side(a10.evidence[GROWS]), "neither above 0 nor inside ±0.05 nats"),
-          a10=a10.verdict + capped(a10), a3_cap=capped(a3[1]), q5_cap=capped(q5), sh_words=sh_words, k=str(kmax),
+          a10=a10.verdict, a10_cap=capped(a10, "A10"), a3_cap=capped(a3[1], "A3"), q5_cap=capped(q5, "Q5"),
+          sh_words=sh_words, k=str(kmax),
           horizon={"reproduced": "So an approximate gradient has to be validated on the full training horizon",
                    "not reproduced": ("At the horizon's end the phantom run does not underfit full backprop here: "
                                       f"the pooled gap lies {under_lies}") if UNDER in against(a10)
+                   else ("So here a short-run check overstated the long-run penalty: the gap shrank over the "
+                         "horizon") if side(a10.evidence[GROWS]) == "below 0"
                    else "So here a short-run check of the approximate gradient does not mislead about the long run"
                    }.get(a10.verdict, "Whether a short-run check of an approximate gradient misleads is not "
                          "settled here"),

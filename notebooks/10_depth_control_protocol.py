@@ -727,7 +727,7 @@ rep.fact("share_low", "probe_shares", "share", {"probe": low})
 rep.fact("share_high", "probe_shares", "share", {"probe": high})
 rep.fact("share_paper_b", "probe_shares", "share", {"probe": "head/diagonal"})
 rep.fact("gap", "probe_shares", "raw gap", {"probe": "head/diagonal"})
-rep.fact("shift", "probe_shares", "refit shift", {"probe": headline})
+shift = rep.fact("shift", "probe_shares", "refit shift", {"probe": headline})
 rep.fact("share_headline", "probe_shares", "share", {"probe": headline})
 rep.fact("loop_diag", "probe_shares", "share", {"probe": "loop/diagonal", "model": "single small"})
 n_edge = rep.fact("n_edge", "probe_shares", "lambda at edge", agg="sum")
@@ -751,22 +751,23 @@ def capacity_words(placement):
             where = {"placement": placement, "weaker": weak, "stronger": strong, "model": m}
             for col, suffix in (("stronger - weaker", ""), ("lo", "_lo"), ("hi", "_hi")):
                 rep.fact(f"step_{placement}_{n}{suffix}", "capacity_steps", col, where, agg="only")
-            starved = str(capacity.loc[capacity.probe == weak, "still rising on the data curve"].iloc[0]) == "True"
+            # the stronger form is the one that recovers less here: whether it is data-starved is read from its curve
+            starved = str(capacity.loc[capacity.probe == strong, "still rising on the data curve"].iloc[0]) == "True"
             on_curve = {weak, strong} <= set(curve_end.probe)
-            passes = on_curve and (curve_end.set_index("probe").loc[weak, "share at the largest set"]
-                                   > curve_end.set_index("probe").loc[strong, "share at the largest set"])
-            if passes:  # the step down is a matter of calibration data: with more, the curve passes the weaker form
+            passes = on_curve and (curve_end.set_index("probe").loc[strong, "share at the largest set"]
+                                   > curve_end.set_index("probe").loc[weak, "share at the largest set"])
+            if passes:  # the step down is a matter of calibration data: with more, the stronger form passes
                 c, d = f"step_{placement}_{n}_curve_a", f"step_{placement}_{n}_curve_b"
-                rep.fact(c, "data_curve_end", "share at the largest set", {"probe": weak}, agg="only")
-                rep.fact(d, "data_curve_end", "share at the largest set", {"probe": strong}, agg="only")
+                rep.fact(c, "data_curve_end", "share at the largest set", {"probe": strong}, agg="only")
+                rep.fact(d, "data_curve_end", "share at the largest set", {"probe": weak}, agg="only")
             down.append(
                 f"{strong} recovers less than {weak} on the {m.split()[-1]} model, {{step_{placement}_{n}:+.0%}} "
                 f"of the gap [{{step_{placement}_{n}_lo:+.0%}}, {{step_{placement}_{n}_hi:+.0%}}]." + (
                     f" That holds only at this calibration size: on the data curve (small model, seed {seeds[0]}) "
-                    f"{weak} passes it with more data, {{{c}:.0%}} against {{{d}:.0%}} at the largest set."
+                    f"{strong} passes {weak} with more data, {{{c}:.0%}} against {{{d}:.0%}} at the largest set."
                     if passes else
-                    f" Its data curve (small model, seed {seeds[0]}) is still rising, so its share is a lower "
-                    "bound set by the calibration data." if starved else ""))
+                    f" The data curve of {strong} (small model, seed {seeds[0]}) is still rising, so its share is a "
+                    "lower bound set by the calibration data." if starved else ""))
         elif not (g.lo > 0).all():
             open_.append(f"{strong} against {weak}")
     if not down and not open_:
@@ -821,12 +822,12 @@ rep.prose("Results", "On the single-depth models (mean over both sizes and {n} s
           "is {gap:.3f} nats. The share of it that a readout probe recovers ranges from {share_low:.0%} ({low}) to "
           "{share_high:.0%} ({high}), as means over both sizes and all seeds. Paper B's probe (head/diagonal) "
           "recovers {share_paper_b:.0%}, and B3's extension probe ({headline}) {share_headline:.0%}. Its refits on "
-          "resampled calibration documents move its share by {shift:+.1%} of the gap on average, the cost of fewer "
-          "distinct documents (the interval is centred on the point). {n_edge:.0f} of the {n_fits:.0f} shares "
+          "resampled calibration documents move its share by {shift:+.1%} of the gap on average, {shift_words} (the "
+          "interval is centred on the point). {n_edge:.0f} of the {n_fits:.0f} shares "
           "rest on a fit whose ridge λ sits at the edge of the widened grid ({edges}).\n\n" + capacity_sentence + "\n\n"
           "The data curve is measured on one model and one seed (the small single-depth model, seed {seed0}). At its "
           "largest calibration set ({curve_tokens:,.0f} tokens) {rising} still {gain} more than {rising_pts} points of "
-          "share per step: {rising_words}. The others ({flat}) have levelled off.\n\n"
+          "share per step: {rising_words}.{flat_words}\n\n"
           "On the small model, re-adding the first update up to N applications (frozen(1), this project's control) "
           "accounts for {app:+.3f} of its {tot:.3f}-nat gap. The norm of the state entering the top stack is "
           "{z_prefix1:.1f} at prefix(1), {z_frozen1:.1f} at frozen(1) and {z_full:.1f} at full depth (means; "
@@ -844,10 +845,14 @@ rep.prose("Results", "On the single-depth models (mean over both sizes and {n} s
           "{sampled_gap:.2f}-nat gap in the sampled arm (Huginn, trained with sampled depth: {huginn:.1%}).",
           n=str(len(seeds)), s="s" if len(seeds) > 1 else "", edges=edge_words,
           low=low, high=high, steps=str(steps), headline=headline,
-          seed0=str(seeds[0]), rising=listed(rising) if rising else "no probe", flat=listed(flat) if flat else "none",
+          seed0=str(seeds[0]), rising=listed(rising) if rising else "no probe",
           rising_pts=f"{100 * RISING:.0f}", gain="gains" if len(rising) <= 1 else "gain",
-          rising_words="their shares are lower bounds set by the calibration data" if rising else "none is "
-          "data-starved at this size")
+          rising_words=("its share is a lower bound" if len(rising) == 1 else "their shares are lower bounds")
+          + " set by the calibration data" if rising else "none is data-starved at this size",
+          flat_words=(f" {'The others' if rising else 'All'} ({listed(flat)}) have levelled off." if len(flat) > 1
+                      else f" {'The other' if rising else 'The one'} ({flat[0]}) has levelled off." if flat else ""),
+          shift_words="the cost of fewer distinct documents in a resample" if shift < 0 else
+          "although a resample holds fewer distinct documents")
 
 # %%
 P = len(shares)

@@ -429,6 +429,18 @@ def test_training_status_reads_the_log_as_statistics_amendment_15_says(result, w
     from tiedlm_lib.runs import training_status
 
     assert training_status(result, 512) == want
+    assert training_status(result, 512, max_nonfinite=3) == want  # within the config's tolerance: the same
+
+
+def test_a_run_resumed_past_its_stop_stays_stopped():
+    """More skipped steps than the config tolerates means training raised once; resuming it from the checkpoint to
+    the end does not make it complete (amendment 15)."""
+    from tiedlm_lib.runs import training_status
+
+    resumed = {"final_loss": 2.0, "skipped_steps": 101}
+    assert training_status(resumed, 512, max_nonfinite=100) == "stopped"
+    assert training_status(resumed, 512, max_nonfinite=101) == "complete"
+    assert training_status(resumed, 512) == "complete"  # without the config's tolerance only the loss is read
 
 
 def test_training_status_refuses_bad_input():
@@ -438,3 +450,5 @@ def test_training_status_refuses_bad_input():
         training_status({"steps": 10}, 512)
     with pytest.raises(ValueError, match="vocab_size"):
         training_status({"final_loss": 1.0}, 1)
+    with pytest.raises(ValueError, match="max_nonfinite"):
+        training_status({"final_loss": 1.0}, 512, max_nonfinite=-1)

@@ -66,17 +66,23 @@ class Run:
         return load_model(path, self.config.model).to(devices.model_device(self.model))
 
 
-def training_status(result: dict[str, Any] | None, vocab_size: int) -> str:
+def training_status(result: dict[str, Any] | None, vocab_size: int, max_nonfinite: int | None = None) -> str:
     """A finished training's status, read from its log only (docs/statistics.md amendment 15): ``stopped`` when
-    there is no result (training raised on too many non-finite steps, so there are no final weights),
-    ``diverged`` when the last logged training loss is not finite or at least ln V (the full-depth model no better
-    than uniform guessing on its own batches), else ``complete`` (skipped steps it recovered from do not change it)."""
+    there is no result (training raised on too many non-finite steps, so there are no final weights), or when its
+    skipped steps exceed ``max_nonfinite`` (the training config's: it raised once and was resumed from its
+    checkpoint to the end, which does not undo the stop); ``diverged`` when the last logged training loss is not
+    finite or at least ln V (the full-depth model no better than uniform guessing on its own batches), else
+    ``complete`` (skipped steps it recovered from, within ``max_nonfinite``, do not change it)."""
     if vocab_size < 2:
         raise ValueError(f"vocab_size must be at least 2, got {vocab_size!r}")
+    if max_nonfinite is not None and (not isinstance(max_nonfinite, int) or max_nonfinite < 0):
+        raise ValueError(f"max_nonfinite must be a non-negative integer or None, got {max_nonfinite!r}")
     if result is None:
         return "stopped"
     if "final_loss" not in result:
         raise ValueError(f"a run's result holds its final_loss; got the keys {sorted(result)}")
+    if max_nonfinite is not None and int(result.get("skipped_steps", 0)) > max_nonfinite:
+        return "stopped"
     loss = float(result["final_loss"])
     return "diverged" if not math.isfinite(loss) or loss >= math.log(vocab_size) else "complete"
 

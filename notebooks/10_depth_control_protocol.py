@@ -882,6 +882,18 @@ b4_alt = "; ".join(f"{g}, {b4_all[g].verdict}" for g in DENSE_GAPS if g != "near
 frac = app / tot
 
 
+def fraction(x):
+    """A pre-registered fraction in words ("a fifth"), read from tiedlm_lib/preregistered.csv, not restated."""
+    return {0.2: "a fifth", 0.05: "a twentieth", 0.5: "a half"}.get(round(x, 6), f"{x:.0%}")
+
+
+FIFTH = fraction(float(verdicts.spec("Q1", "correctable at the readout")["threshold"]))  # Q1's and B3's threshold
+assert FIFTH == fraction(float(verdicts.spec("B3", "little correctable")["threshold"]))
+B3_SESOI = float(verdicts.spec("B3", "unlike dense")["sesoi"])
+B1_SESOI = fraction(float(verdicts.spec("B1", "both factors present")["sesoi"]))
+B5_SESOI = float(verdicts.spec("B5", "share collapses")["sesoi"])
+
+
 def unit_name(u):
     return u.split(": ", 1)[1].replace(" looped - dense (paired)", "")
 
@@ -890,7 +902,7 @@ def b3_why(j):
     """Why a B3 row has its verdict, from its units: the contradicting ones (at the Bonferroni level) name the
     reason for 'not reproduced'; the open ones, for 'inconclusive'."""
     if j.verdict == "reproduced":
-        return "Every looped share pools below a fifth and below the dense share."
+        return f"Every looped share pools below {FIFTH} and below the dense share."
     decided = j.verdict == "not reproduced"
     level = "at the Bonferroni level" if decided else "at 95%, not at the Bonferroni level"
     against = [u for u, v in j.outcomes.items() if (j.evidence[u]["pooled"]["verdict at the Bonferroni level"]
@@ -901,9 +913,10 @@ def b3_why(j):
     level_with = [unit_name(u) for u in against if u.startswith("unlike dense") and unit_name(u) not in above]
     open_ = [unit_name(u) + (" (share)" if u.startswith("little") else " (against dense)")
              for u, v in j.outcomes.items() if v == "inconclusive"]
-    parts = ([f"The looped share pools above a fifth on {listed(high)} ({level})."] if high else []) + (
+    parts = ([f"The looped share pools above {FIFTH} on {listed(high)} ({level})."] if high else []) + (
         [f"It pools above the dense share on {listed(above)} ({level})."] if above else []) + (
-        [f"It pools within 0.05 of the dense share on {listed(level_with)} ({level})."] if level_with else []) + (
+        [f"It pools within {B3_SESOI:g} of the dense share on {listed(level_with)} ({level})."]
+        if level_with else []) + (
         [f"The pooled intervals do not settle {listed(open_)}."] if open_ else [])
     return " ".join(parts)
 
@@ -934,16 +947,16 @@ SCHEDULE_TERMS = ("application count", "distinct depth", "block composition")
 B1_SHARE = "neither is the whole: single small application count / total"  # B1's units on the small model
 B1_APP = "both factors present: single small application count"
 q1_sentence = "A probe's share is a lower bound on what is correctable at the readout. " + (
-    f"{listed(yes_b)} {'finds' if len(yes_b) == 1 else 'find'} more than a fifth of paper A's depth gap at both "
-    f"sizes, pooled over seeds, at the Bonferroni level over the {P} probes. So at least a fifth is correctable by a "
+    f"{listed(yes_b)} {'finds' if len(yes_b) == 1 else 'find'} more than {FIFTH} of paper A's depth gap at both "
+    f"sizes, pooled over seeds, at the Bonferroni level over the {P} probes. So at least {FIFTH} is correctable by a "
     "map of that form." + (f" {listed(no_p)} {'answers' if len(no_p) == 1 else 'answer'} no, which says only that "
                            f"{'it does' if len(no_p) == 1 else 'they do'} not find it." if no_p else "")
     if yes_b else
-    "No probe finds a fifth of paper A's depth gap correctable at the readout: every probe's pooled share lies below "
-    "a fifth at both sizes." if len(no_p) == P else
-    f"{listed(yes_nom)} {'finds' if len(yes_nom) == 1 else 'find'} more than a fifth of paper A's depth gap at both "
+    f"No probe finds {FIFTH} of paper A's depth gap correctable at the readout: every probe's pooled share lies below "
+    f"{FIFTH} at both sizes." if len(no_p) == P else
+    f"{listed(yes_nom)} {'finds' if len(yes_nom) == 1 else 'find'} more than {FIFTH} of paper A's depth gap at both "
     f"sizes at 95% but not at the Bonferroni level over the {P} probes, which the answer requires." if yes_nom else
-    "No probe settles whether a fifth of paper A's depth gap is correctable at the readout.")
+    f"No probe settles whether {FIFTH} of paper A's depth gap is correctable at the readout.")
 share_v = unit_reading(judged_b5, "share collapses: sampled - fixed")
 t_v = unit_reading(judged_b5, "T closer to 1: |T_s - 1| - |T_f - 1|")
 scale_tpl = ((
@@ -1021,11 +1034,11 @@ rep.prose("What this means: the decomposition and training", "{writes} the count
               f"Most ({frac:.0%}) of the gap is" if unit_reading(judged_b1, B1_APP) == "reproduced"
               and judged_b1.evidence[B1_SHARE]["pooled"]["interval"][0] > 0.5 else
               {"reproduced": f"Part ({frac:.0%}) of the gap is",
-               "not reproduced": "At most a negligible part (a twentieth) of the gap is"}.get(
+               "not reproduced": f"At most a negligible part ({B1_SESOI}) of the gap is"}.get(
                   unit_reading(judged_b1, B1_APP), "It is not settled whether part of the gap is")),
           b5_words={"reproduced": "lowers the calibration share",
                     "not reproduced": "does not lower the calibration share (the pooled difference lies above 0 or "
-                                      "within 0.05 of it)"}.get(
+                                      f"within {B5_SESOI:g} of it)"}.get(
               share_v, "changes the calibration share by an amount the pooled interval does not settle") + " and " + {
               "reproduced": "moves T at k = 1 toward 1", "not reproduced": "does not move T at k = 1 toward 1"}.get(
               t_v, "moves T at k = 1 by an amount the pooled interval does not settle"),

@@ -29,7 +29,7 @@ n_boot = 2000  # paired document-bootstrap replicates
 n_cal = 100  # calibration documents (held-out, disjoint from the evaluation documents)
 n_eval = 300  # evaluation documents
 probes = ["head/temperature", "head/diagonal", "loop/tuned"]  # paper B's two, and section 10's most capable
-probe_iters = 40  # L-BFGS iterations per probe fit (section 10's; the smoke scale uses at most 10, to run in CI)
+probe_iters = 40  # L-BFGS iterations per probe fit (section 10's count; the smoke scale uses at most 10, in CI)
 
 # %%
 from pathlib import Path
@@ -45,6 +45,10 @@ from tiedlm_lib.stats import Estimate
 
 rep = Report("13_your_model", scale, figures_dir, paper_dir, seeds=seeds)
 seeds = rep.seeds
+NAMED = ("head/temperature", "head/diagonal", "loop/tuned")  # the probes this section's prose reads by name
+if not set(NAMED) <= set(probes):
+    raise ValueError(f"probes must include {list(NAMED)}, which this section's prose reads; got {probes!r} (the "
+                     "command `python -m tiedlm_lib dcp --probes` takes any list)")
 if scale == "smoke":
     probe_iters = min(probe_iters, 10)
 corpus = cached_corpus(experiment("v3", scale).data)
@@ -131,9 +135,15 @@ s10 = tables / "10_depth_control_protocol-probe_shares.csv"
 n10 = tables / "10_depth_control_protocol-negative_control.csv"
 if s10.is_file() and n10.is_file():
     t10 = pd.read_csv(s10)
+    d10 = pd.read_csv(n10)
+    # section 10's tables must be of one execution on this section's seeds: a parallel run starts this section
+    # after section 10 (paper.AFTER), and this check catches tables left by an earlier execution on other seeds
+    seen = {"probe_shares": sorted(set(t10.seed)), "negative_control": sorted(set(d10.seed))}
+    if any(v != sorted(seeds) for v in seen.values()):
+        raise ValueError(f"section 10's tables in {tables} hold the seeds {seen}, not this section's {sorted(seeds)}: "
+                         "execute section 10 on these seeds first (make nb NB=10_depth_control_protocol)")
     beside += pooled_rows(t10[t10.probe.isin(probes) & (t10.schedule == "prefix")], ["model", "probe"],
                           lambda k: f"section 10: {k['model']}, prefix(1) vs prefix(N)")
-    d10 = pd.read_csv(n10)
     beside += pooled_rows(d10[d10.probe.isin(probes)], ["dense gap", "probe"],
                           lambda k: f"section 10: 5-layer dense, {k['dense gap']}")
     print("section 10's rows read from", tables)
@@ -170,20 +180,40 @@ the_dense_run_dir = Path(dense.run_dir(scale, seeds[0]))
 print(f"this section's first checkpoint, readable by the command: {the_dense_run_dir}")
 near = max(k for k in pooled.k if k < L)  # the nearest-full truncation of the grid
 rep.fact("near_k", "pooled_shares", "k", {"probe": probes[1], "k": near}, agg="only")
-rep.fact("near_diag", "pooled_shares", "pooled share", {"probe": "head/diagonal", "k": near}, agg="only")
-rep.fact("near_temp", "pooled_shares", "pooled share", {"probe": "head/temperature", "k": near}, agg="only")
-rep.fact("near_tuned", "pooled_shares", "pooled share", {"probe": "loop/tuned", "k": near}, agg="only")
 shallow = min(pooled.k)
 rep.fact("shallow_k", "pooled_shares", "k", {"probe": probes[1], "k": shallow}, agg="only")
-rep.fact("shallow_diag", "pooled_shares", "pooled share", {"probe": "head/diagonal", "k": shallow}, agg="only")
+
+
+def share_phrase(name, probe, k):
+    """A probe's pooled share at prefix(k) as a template phrase, its verb chosen by the pooled interval: it removes
+    part of the gap (interval above 0), widens it (below 0), or is not distinguishable from 0."""
+    where = {"probe": probe, "k": k}
+    row = pooled[(pooled.probe == probe) & (pooled.k == k)].iloc[0]
+    if not pd.notna(row["pooled share"]):
+        raise ValueError(f"the pooled share of {probe} at prefix({k}) is undefined: {row.get('note')}")
+    for col, suffix in (("pooled share", ""), ("lo", "_lo"), ("hi", "_hi")):
+        rep.fact(name + suffix, "pooled_shares", col, where, agg="only")
+    return interval_phrase(name, row["lo"], row["hi"])
+
+
+def interval_phrase(name, lo, hi):
+    """The template phrase of the share fact ``name`` (with ``name_lo`` and ``name_hi``), its verb read from the
+    interval [lo, hi]."""
+    iv = f"{{{name}:.0%}} [{{{name}_lo:.0%}}, {{{name}_hi:.0%}}]"
+    return (f"removes {iv}" if lo > 0 else f"widens it, a share of {iv}" if hi < 0 else
+            f"removes {iv}, not distinguishable from 0")
+
+
+pooled_words = f"pooled over {len(seeds)} seeds" if len(seeds) > 1 else "one seed"
 rep.fact("train_s", "runs", "train s")
 rep.fact("params", "runs", "params")
 rep.prose("Results", "The {L}-layer dense Llama has {params:,.0f} parameters and trained for {train_s:.0f} s a seed "
-          "(mean over {n} seed{s}). Truncated to prefix({near_k:.0f}) of {L} layers, a temperature fitted for the "
-          "truncated model removes {near_temp:.0%} of the gap to the full model. The per-feature affine map removes "
-          "{near_diag:.0%}, and the tuned lens at the last layer's output {near_tuned:.0%} (pooled over seeds). A "
-          "share above 100% means the recalibrated truncated model reads out better than the recalibrated full one. "
-          "At prefix({shallow_k:.0f}) the affine map removes {shallow_diag:.0%}.",
+          "(mean over {n} seed{s}). Truncated to prefix({near_k:.0f}) of {L} layers, a temperature fitted to each "
+          f"of the two models {share_phrase('near_temp', 'head/temperature', near)} of the gap to the full model. "
+          f"The per-feature affine map {share_phrase('near_diag', 'head/diagonal', near)}, and the tuned lens at "
+          f"the last layer's output {share_phrase('near_tuned', 'loop/tuned', near)} ({pooled_words}). A share "
+          "above 100% means the recalibrated truncated model reads out better than the recalibrated full one. At "
+          f"prefix({{shallow_k:.0f}}) the affine map {share_phrase('shallow_diag', 'head/diagonal', shallow)}.",
           L=str(L), n=str(len(seeds)), s="" if len(seeds) == 1 else "s")
 
 # %%
@@ -196,16 +226,29 @@ if (beside_df.model == TIED).any():
     rep.fact("tied_gap", "beside_section_10", "raw gap", {"model": TIED, "probe": "head/diagonal"}, agg="only")
     rep.fact("dense_gap", "beside_section_10", "raw gap", {"model": DENSE_NEAR, "probe": "head/diagonal"},
              agg="only")
+    for row in (d, t):
+        if not all(pd.notna(row[c]) for c in ("share", "lo", "hi")):
+            raise ValueError(f"the head/diagonal share of {row['model']!r} has no pooled interval: {dict(row)}")
     diff = verdicts.difference(Estimate(d["share"], d["lo"], d["hi"]), Estimate(t["share"], t["lo"], t["hi"]))
     relation = ("larger than" if diff.lo > 0 else "smaller than" if diff.hi < 0 else
                 "not distinguishable from")
+    # gaps of different size are not the same question: the dense truncation whose gap is nearest the tied gap
+    own = beside_df[beside_df.model.str.startswith("dense Llama") & (beside_df.probe == "head/diagonal")]
+    m = own.loc[(own["raw gap"] - t["raw gap"]).abs().idxmin()]
+    rep.table(pd.DataFrame([{**m.to_dict(), "tied raw gap": t["raw gap"],
+                             "k": int(m.model.split("prefix(")[1].split(")")[0])}]), "matched_gap")
+    for name, col in (("m_k", "k"), ("m_gap", "raw gap"), ("m_share", "share"), ("m_share_lo", "lo"),
+                      ("m_share_hi", "hi")):
+        rep.fact(name, "matched_gap", col, agg="only")
     rep.prose("What this means", "Paper B's comparison at this scale: the affine probe's share of the dense model's "
               "near-full truncation gap ({near_diag:.0%} of {dense_gap:.3f} nats) is {relation} its share of the "
               "single-depth tied model's whole depth gap ({tied_diag:.0%} of {tied_gap:.3f} nats, section 10). The "
               "difference is {diff}: the two pooled intervals combined on a normal scale (this section's holds the "
-              "probes fixed, section 10's includes refits). The gaps differ in size, so the matched rows of the "
-              "table are the fairer reading. These shares are descriptions with pooled intervals, not verdicts: no "
-              "claim of either paper is judged on this model{extra}.", relation=relation,
+              "probes fixed, section 10's includes refits).\n\nGaps of different size are not the same question. "
+              "The dense truncation whose gap is nearest the tied gap is prefix({m_k:.0f}). Of its {m_gap:.3f}-nat "
+              f"gap the affine probe {interval_phrase('m_share', m['lo'], m['hi'])}. These shares are "
+              "descriptions with pooled intervals, not verdicts: no claim of either paper is judged on this "
+              "model{extra}.", relation=relation,
               diff=f"{diff.point:+.2f} [{diff.lo:+.2f}, {diff.hi:+.2f}]",
               extra=" (the smoke scale's model is sized only to run in CI)" if scale == "smoke" else "")
 else:

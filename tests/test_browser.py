@@ -129,6 +129,27 @@ def test_sections_run_in_parallel_single_threaded_and_the_claims_section_last(tm
         execute("smoke", root=tmp_path, log=lambda m: None, jobs=0)
 
 
+def test_a_section_that_reads_another_starts_after_it_in_a_parallel_run(tmp_path, monkeypatch):
+    """Section 13 reads section 10's tables: with two jobs it must not start while 10 is still writing them, and a
+    section that depends on nothing in the run still runs beside the others."""
+    from tiedlm_lib import paper
+
+    (tmp_path / "notebooks").mkdir()
+    for name, sleep in (("01_a", 1.5), ("02_b", 0.0), ("03_c", 0.0)):
+        nb = nbformat.v4.new_notebook(cells=[
+            nbformat.v4.new_code_cell("scale = 'cpu'\nseeds = None", metadata={"tags": ["parameters"]}),
+            nbformat.v4.new_code_cell(f"import time, pathlib\npathlib.Path('{name}.start').write_text(str(time.time()))"
+                                      f"\ntime.sleep({sleep})\npathlib.Path('{name}.end').write_text(str(time.time()))")])
+        nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+        nbformat.write(nb, tmp_path / "notebooks" / f"{name}.ipynb")
+    monkeypatch.setattr(paper, "AFTER", {"02_b": ("01_a",), "03_c": ("99_absent",)})
+    execute("smoke", root=tmp_path, log=lambda m: None, jobs=2, seeds=[0])
+    t = {f"{n}.{w}": float((tmp_path / "notebooks" / f"{n}.{w}").read_text())
+         for n in ("01_a", "02_b", "03_c") for w in ("start", "end")}
+    assert t["02_b.start"] >= t["01_a.end"]  # waited for the section it reads
+    assert t["03_c.start"] < t["01_a.end"]  # a dependency outside the run does not hold a section back
+
+
 def test_parallel_sections_all_start_in_the_notebooks_folder(tmp_path, monkeypatch):
     """Regression (a CI run failed on it): papermill's cwd= is an os.chdir per call, process-wide, so with two
     threads one section's exit restored the old directory while the other's kernel was still starting, and that

@@ -23,7 +23,7 @@ import re
 import sys
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor, as_completed
+from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from pathlib import Path
 
 from .atomic import atomic_write_text, replace_block
@@ -36,6 +36,9 @@ from .paths import project_root
 from .scale_card import CARD_BEGIN, CARD_END, card_markdown, scale_card
 from .testability import testability
 
+# Sections that read another section's tables start after it in a parallel run (a sequential run keeps the numbered
+# order, which already has them after it); the claims ledger (11) runs after every other section.
+AFTER = {"13_your_model": ("10_depth_control_protocol",)}
 PARTIAL = ".partial"  # under paper/<scale>/: notebooks being executed (never committed; see .gitignore)
 
 ABSTRACT = """\
@@ -175,13 +178,32 @@ def execute(scale: str, only: list[str] | None = None, root: Path | None = None,
 
 
 def _run_parallel(run_one, numbered: list, jobs: int) -> None:
-    """Every section but the claims ledger on ``jobs`` threads of single-threaded kernels, then the ledger alone."""
+    """Every section but the claims ledger on ``jobs`` threads of single-threaded kernels, each started once the
+    sections it reads (``AFTER``) have finished in this run, then the ledger alone."""
     last = [(i, nb) for i, nb in numbered if nb.stem == "11_claims"]
+    rest = [(i, nb) for i, nb in numbered if (i, nb) not in last]
+    here = {nb.stem for _, nb in rest}
+    waiting = {(i, nb): {d for d in AFTER.get(nb.stem, ()) if d in here} for i, nb in rest}
+    finished: set[str] = set()
     with _single_threaded_kernels():
         pool = ThreadPoolExecutor(jobs)
+        running: dict = {}
+
+        def start_ready():
+            for item, deps in list(waiting.items()):
+                if deps <= finished:
+                    del waiting[item]
+                    running[pool.submit(run_one, *item)] = item[1].stem
+
         try:
-            for f in as_completed([pool.submit(run_one, i, nb) for i, nb in numbered if (i, nb) not in last]):
-                f.result()  # the first failure stops the run: sections not started are cancelled
+            start_ready()
+            while running:
+                done, _ = wait(running, return_when=FIRST_COMPLETED)
+                for f in done:
+                    name = running.pop(f)
+                    f.result()  # the first failure stops the run: sections not started are cancelled
+                    finished.add(name)
+                start_ready()
         finally:
             pool.shutdown(wait=True, cancel_futures=True)
         for i, nb in last:

@@ -372,6 +372,12 @@ def test_unknown_families_and_unsupported_schedules_are_refused_by_name():
     assert HFDepthModel(MyLlama(_config("llama"))).layout == "S S S S"
     with pytest.raises(ValueError, match=r"MyLM is not a supported family .*add a Family\(layers=\.\.\..*DepthModel"):
         HFDepthModel(MyLM())
+    for attr, what in (("norm", "final norm at 'model.norm'"), ("layers", "layer stack at 'model.layers'")):
+        renamed = MyLlama(_config("llama"))  # a subclass that keeps a part under another name
+        setattr(renamed.model, f"my_{attr}", getattr(renamed.model, attr))
+        delattr(renamed.model, attr)
+        with pytest.raises(ValueError, match=f"MyLlama has no {what}, where its family entry"):
+            HFDepthModel(renamed)
     a = HFDepthModel(_tiny("gpt2"))
     x = torch.ones(1, 4, dtype=torch.long)
     with pytest.raises(ValueError, match="'repeat' is refused on a dense model: .*repeating a layer creates a diff"):
@@ -457,6 +463,13 @@ def test_the_dcp_command_runs_end_to_end_on_saved_checkpoints(tmp_path, capsys):
     cfg.save_pretrained(tmp_path / "wide")
     assert main([*args[:2], f"{folders[0]},{tmp_path / 'wide'}", *args[3:]]) == 2
     assert "differ in architecture" in capsys.readouterr().err
+    # the same architecture with another tokenizer: refused before the first checkpoint runs, by name
+    other = tmp_path / "othertok"
+    _save_checkpoint(other, 1, kjv_documents()[2000:2040])
+    assert main([*args[:2], f"{folders[0]},{other}", *args[3:]]) == 2
+    captured = capsys.readouterr()
+    assert f"--model '{other}' tokenizes the documents differently" in captured.err
+    assert "conditions" not in captured.out and str(folders[0]) + ":" not in captured.out
 
 
 def test_a_looped_checkpoint_written_untied_loads_looped_again(tmp_path, capsys):

@@ -280,6 +280,7 @@ def cmd_dcp(args) -> None:
     texts = protocol.read_documents(args.data, args.text_field, args.max_docs)
     if args.n_cal >= len(texts):
         raise ValueError(f"--n-cal {args.n_cal} leaves no evaluation documents: {args.data} has {len(texts)}")
+    protocol.check_same_tokens(folders, texts, args.allow_network)
     device = args.device or os.environ.get("TIEDLM_DEVICE") or ("cuda" if torch.cuda.is_available() else "cpu")
     ks = _ints(args.ks, "--ks") if args.ks else None
     results, tables = [], {}

@@ -262,6 +262,12 @@ class HFDepthModel(nn.Module):
             raise ValueError(f"token_offset must be 1 (a Hugging Face vocabulary: library id t is the model's id t-1, "
                              f"0 is pad) or 0 (a model trained on the library's ids), got {token_offset!r}")
         self.hf, self.family, self.token_offset = model, family, token_offset
+        for what, path in (("layer stack", family.layers), ("final norm", family.norm)):
+            try:  # both paths read once here, so a model without one is refused by name now, not mid-protocol
+                _get(model, path)
+            except AttributeError:
+                raise ValueError(f"{type(model).__name__} has no {what} at {path!r}, where its family entry "
+                                 f"(tiedlm_lib.hf.FAMILIES) expects it; {HOW_TO_ADD}") from None
         self.layers = list(_get(model, self.family.layers))
         _check_stack(model, family, self.layers)
         self.layout, self.names = _layout(self.layers)

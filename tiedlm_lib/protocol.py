@@ -113,6 +113,31 @@ def check_checkpoints(folders: Sequence[str], allow_network: bool = False) -> No
                          + "; ".join(f"{f}: {k}" for f, k in keys.items()))
 
 
+def check_same_tokens(folders: Sequence[str], texts: Sequence[str], allow_network: bool = False) -> None:
+    """Before any model loads, when several checkpoints are pooled: each folder's tokenizer (and its token offset)
+    gives the documents the same ids as the first folder's, since the checkpoints are compared on identical tokens.
+    A checkpoint with another tokenizer is refused by name, before the first one has run."""
+    if len(folders) < 2:
+        return
+    import transformers
+
+    def ids(folder: str) -> list[list[int]]:
+        local = not allow_network
+        tok = transformers.AutoTokenizer.from_pretrained(str(folder), local_files_only=local)
+        cfg = transformers.AutoConfig.from_pretrained(str(folder), local_files_only=local)
+        offset = getattr(cfg, "tiedlm_token_offset", 1)
+        return [[x + offset for x in tok(t)["input_ids"]] for t in texts]
+
+    first = ids(folders[0])
+    for f in folders[1:]:
+        other = ids(f)
+        bad = next((i for i, (a, b) in enumerate(zip(first, other)) if a != b), None)
+        if bad is not None:
+            raise ValueError(f"--model {f!r} tokenizes the documents differently from {folders[0]!r} (first at "
+                             f"document {bad}): checkpoints pooled together are compared on identical tokens, so "
+                             "they must share one tokenizer")
+
+
 def read_documents(path: str | Path, text_field: str = "text", max_docs: int | None = None) -> list[str]:
     """The ``text_field`` string of each JSON object line of ``path`` (the first ``max_docs``)."""
     path = Path(path)

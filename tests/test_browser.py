@@ -51,7 +51,7 @@ def test_the_html_paper_renders_in_headless_chromium(smoke_paper, tmp_path):
     assert "A21" in page and "not testable" in page
     assert page.count("<svg") >= 1, "figures are inline svg"
     assert "01_architecture.html" in page and "11_claims.html" in page
-    for table in ("scale-card", "testability"):  # what the scale is and what it can test, generated
+    for table in ("scale-card", "testability", "timings"):  # the scale, what it can test, the run times
         assert f'<table id="{table}"' in page or f"<table id='{table}'" in page, table
     assert "glossary.html" in page and (smoke_paper.parent / "glossary.html").is_file()
     shot = tmp_path / "index.png"

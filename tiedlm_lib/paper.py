@@ -247,6 +247,19 @@ def executed_parameters(path: str | Path) -> dict:
     return _cell_parameters(json.loads(Path(path).read_text())["cells"], ("parameters", "injected-parameters"))
 
 
+def run_times(pdir: Path) -> list[dict]:
+    """Each executed notebook's wall time and start (UTC, to the minute) from its papermill metadata, in section
+    order: the times of the executions the pages show. ``timings.json`` only logs ``make paper``'s runs, and a section
+    re-executed alone (``make nb``) would leave its time there stale. A notebook without the record is skipped."""
+    rows = []
+    for nb in sorted(Path(pdir).glob("[0-9][0-9]_*.ipynb")):
+        pm_meta = json.loads(nb.read_text()).get("metadata", {}).get("papermill", {})
+        if isinstance(pm_meta.get("duration"), (int, float)):
+            rows.append({"notebook": nb.stem, "seconds": float(pm_meta["duration"]),
+                         "executed": str(pm_meta.get("start_time") or "")[:16].replace("T", " ")})
+    return rows
+
+
 def _record_timing(path: Path, timing: dict) -> None:
     """Merge one notebook's wall time into timings.json, keeping the other notebooks' earlier times."""
     old = {t["notebook"]: t for t in json.loads(path.read_text())} if path.is_file() else {}
@@ -421,13 +434,20 @@ def _index(scale: str, root: Path, name: str, sections: list[tuple[str, str]], a
     claims ledger, the figures with their captions and the run times."""
     pdir = root / "paper" / name
     ledger = json.loads((pdir / "claims.json").read_text()) if (pdir / "claims.json").is_file() else {"claims": []}
-    timings = json.loads((pdir / "timings.json").read_text()) if (pdir / "timings.json").is_file() else []
+    timings = run_times(pdir)
     figs = sorted((root / "figures" / name).glob("*.svg"))
     fig_html = "".join(f"<figure>{_inline_svg(f)}<figcaption>{figure_caption(f.read_text(), f.stem)}</figcaption>"
                        "</figure>" for f in figs)
     secs = "".join(f"<li><a href='{_esc(s)}.html'>{_esc(t)}</a></li>" for s, t in sections)
-    tim = "".join(f"<tr><td>{_esc(t['notebook'])}</td><td>{t['seconds']:.0f}</td></tr>" for t in timings)
+    tim = "".join(f"<tr><td>{_esc(t['notebook'])}</td><td>{_esc(t['executed'])}</td><td>{t['seconds']:.0f}</td></tr>"
+                  for t in timings)
     total = sum(t["seconds"] for t in timings)
+    times_html = ("<p>Each section's wall time as its executed notebook records it (papermill): the times of the "
+                  "executions these pages show, whether by <code>make paper</code> or one section at a time by "
+                  "<code>make nb</code>. Sections executed on different days ran under different loads.</p>"
+                  "<table id='timings'><tr><th>notebook</th><th>executed (UTC)</th><th>seconds</th></tr>"
+                  f"{tim}<tr><td><b>total</b></td><td></td><td><b>{total:.0f}</b></td></tr></table>" if timings else
+                  "<p>No section has been executed at this scale yet.</p>")
     claims_md = pdir / "claims.md"
     return f"""<!doctype html><html><head><meta charset='utf-8'><title>tiedlm — executable paper ({_esc(scale)})</title>
 <style>{STYLE}</style></head><body>
@@ -448,9 +468,7 @@ smallest effect of interest at the seeds it has (its MDE at most its SESOI), and
 {'(also as <a href="../claims.md">claims.md</a>)' if claims_md.is_file() else ''}.</p>
 {claims_table(ledger, anchored)}
 <h2>Figures</h2><div id='figures'>{fig_html}</div>
-<h2>Run times</h2>{f"<table id='timings'><tr><th>notebook</th><th>seconds</th></tr>{tim}<tr><td><b>total</b></td>"
-                    f"<td><b>{total:.0f}</b></td></tr></table>" if timings else
-                    "<p>No <code>make paper</code> run has been recorded at this scale yet.</p>"}
+<h2>Run times</h2>{times_html}
 </body></html>"""
 
 

@@ -78,8 +78,8 @@ def test_every_generated_text_reads_plainly():
 
 
 # Sections whose committed execution predates the limits and waits on runs still training (02: the horizon study;
-# 10: its five-seed probe family; 13: after 10). Strict: once one is re-executed and reads plainly, its mark must go.
-AWAITING_REEXECUTION = {"cpu/10_depth_control_protocol", "cpu/13_your_model"}
+# 13: after 10). Strict: once one is re-executed and reads plainly, its mark must go.
+AWAITING_REEXECUTION = {"cpu/13_your_model"}
 COMMITTED_PROSE = [pytest.param(p, id=f"{p.parts[-3]}/{p.name}",
                                 marks=[pytest.mark.xfail(strict=True, reason="executed before the prose limits; "
                                                          "re-executed once its runs exist")]

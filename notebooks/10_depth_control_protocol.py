@@ -397,7 +397,8 @@ RISING = 0.02  # "still rising": the last step of the curve added more than 2 po
 last_two = curve.groupby("probe", sort=False).tail(2).groupby("probe", sort=False)
 curve_end = rep.table(pd.DataFrame({"share at the largest set": last_two["share"].last(),
                                     "last step": last_two["share"].last() - last_two["share"].first(),
-                                    "largest set (tokens)": last_two["calibration tokens"].last()}).reset_index()
+                                    "largest set (tokens)": last_two["calibration tokens"].last(),
+                                    "previous set (tokens)": last_two["calibration tokens"].first()}).reset_index()
                       .assign(**{"still rising": lambda t: t["last step"] > RISING}), "data_curve_end")
 display(curve_end.round(3))  # noqa: F821
 curve[["probe", "calibration tokens", "documents", "share", "lo", "hi", "lambda k_min", "lambda k_max",
@@ -730,6 +731,7 @@ rep.fact("gap", "probe_shares", "raw gap", {"probe": "head/diagonal"})
 shift = rep.fact("shift", "probe_shares", "refit shift", {"probe": headline})
 rep.fact("share_headline", "probe_shares", "share", {"probe": headline})
 rep.fact("loop_diag", "probe_shares", "share", {"probe": "loop/diagonal", "model": "single small"})
+rep.fact("loop_diag_large", "probe_shares", "share", {"probe": "loop/diagonal", "model": "single large"})
 n_edge = rep.fact("n_edge", "probe_shares", "lambda at edge", agg="sum")
 rep.fact("n_fits", "probe_shares", "lambda at edge", agg="count")
 at_edge = [f"{r.probe} ({r.model}, seed {r.seed})" for r in probe[probe["lambda at edge"]].itertuples()]
@@ -740,42 +742,64 @@ edge_words = listed(at_edge) if len(at_edge) <= 2 else listed(
 
 def capacity_words(placement):
     """Whether the share rises with each step in what the form can express at a placement, read from the pooled
-    paired differences (``capacity_steps``): a step down is one whose interval lies below 0 at some size, named with
-    its numbers and, where the data curve explains it, why; a step up lies above 0 at both sizes."""
+    paired differences (``capacity_steps``). A step up lies above 0 at both sizes; any other step is named with its
+    numbers at each size (below 0, or not separated from it) and, where the data curve explains it, why."""
     sub = capacity_steps[capacity_steps.placement == placement]
-    down, open_ = [], []
+    ups, others = [], []
     for n, ((weak, strong), g) in enumerate(sub.groupby(["weaker", "stronger"], sort=False)):
-        below = g[g.hi < 0]
-        if len(below):
-            m = below.model.iloc[0]
-            where = {"placement": placement, "weaker": weak, "stronger": strong, "model": m}
-            for col, suffix in (("stronger - weaker", ""), ("lo", "_lo"), ("hi", "_hi")):
-                rep.fact(f"step_{placement}_{n}{suffix}", "capacity_steps", col, where, agg="only")
-            # the stronger form is the one that recovers less here: whether it is data-starved is read from its curve
-            starved = str(capacity.loc[capacity.probe == strong, "still rising on the data curve"].iloc[0]) == "True"
-            on_curve = {weak, strong} <= set(curve_end.probe)
-            passes = on_curve and (curve_end.set_index("probe").loc[strong, "share at the largest set"]
-                                   > curve_end.set_index("probe").loc[weak, "share at the largest set"])
-            if passes:  # the step down is a matter of calibration data: with more, the stronger form passes
-                c, d = f"step_{placement}_{n}_curve_a", f"step_{placement}_{n}_curve_b"
-                rep.fact(c, "data_curve_end", "share at the largest set", {"probe": strong}, agg="only")
-                rep.fact(d, "data_curve_end", "share at the largest set", {"probe": weak}, agg="only")
-            down.append(
-                f"{strong} recovers less than {weak} on the {m.split()[-1]} model, {{step_{placement}_{n}:+.0%}} "
-                f"of the gap [{{step_{placement}_{n}_lo:+.0%}}, {{step_{placement}_{n}_hi:+.0%}}]." + (
-                    f" That holds only at this calibration size: on the data curve (small model, seed {seeds[0]}) "
-                    f"{strong} passes {weak} with more data, {{{c}:.0%}} against {{{d}:.0%}} at the largest set."
-                    if passes else
-                    f" The data curve of {strong} (small model, seed {seeds[0]}) is still rising, so its share is a "
-                    "lower bound set by the calibration data." if starved else ""))
-        elif not (g.lo > 0).all():
-            open_.append(f"{strong} against {weak}")
-    if not down and not open_:
+        if (g.lo > 0).all():
+            ups.append((n, weak, strong, g))
+        else:
+            others.append((n, weak, strong, g))
+    if not others:
         return (f"At the {placement} the share rises with each step in what the form can express: every paired "
                 "difference, pooled over seeds, lies above 0 at both sizes.")
-    return (f"At the {placement}, pooled over seeds (paired differences, stronger minus weaker form): "
-            + " ".join(down) + (f" {listed(open_)} {'is' if len(open_) == 1 else 'are'} not separated at one size "
-                                "or both." if open_ else ""))
+
+    def numbers(n, weak, strong, g):
+        """The pooled difference at each size, as facts; the first size names its model, the rest follow it."""
+        out = []
+        for i, m in enumerate(g.model):
+            key = f"step_{placement}_{n}_{i}"
+            where = {"placement": placement, "weaker": weak, "stronger": strong, "model": m}
+            for col, suffix in (("stronger - weaker", ""), ("lo", "_lo"), ("hi", "_hi")):
+                rep.fact(key + suffix, "capacity_steps", col, where, agg="only")
+            out.append(f"{{{key}:+.0%}} [{{{key}_lo:+.0%}}, {{{key}_hi:+.0%}}] on the {m.split()[-1]}"
+                       + (" model" if i == 0 else ""))
+        return listed(out)
+
+    def sizes(ms, every):
+        """Where a relation holds: 'at both sizes' / 'at either size' when at every size, else the models named."""
+        ms = [m.split()[-1] for m in ms]
+        if len(ms) == len(set(capacity_steps.model)) > 1:
+            return every
+        return f"on the {listed(ms)} model" + ("s" if len(ms) > 1 else "")
+
+    said = []
+    for n, weak, strong, g in others:
+        # each sentence opens with a capital ("Against ..."), which is where the prose checks split sentences
+        rel = [f"recovers less {sizes(g.model[g.hi < 0], 'at both sizes')}" if (g.hi < 0).any() else "",
+               f"is not separated from it {sizes(g.model[(g.lo <= 0) & (g.hi >= 0)], 'at either size')}"
+               if ((g.lo <= 0) & (g.hi >= 0)).any() else "",
+               f"recovers more {sizes(g.model[g.lo > 0], 'at both sizes')}" if (g.lo > 0).any() else ""]
+        said.append(f"Against {weak}, {strong} " + " and ".join(r for r in rel if r) + ": "
+                    + numbers(n, weak, strong, g) + ".")
+        # why the stronger form does not recover more: whether it is data-starved is read from its data curve
+        starved = str(capacity.loc[capacity.probe == strong, "still rising on the data curve"].iloc[0]) == "True"
+        end = curve_end.set_index("probe")
+        if {weak, strong} <= set(end.index) and (end.loc[strong, "share at the largest set"]
+                                                 > end.loc[weak, "share at the largest set"]):
+            c, d = f"step_{placement}_{n}_curve_a", f"step_{placement}_{n}_curve_b"
+            rep.fact(c, "data_curve_end", "share at the largest set", {"probe": strong}, agg="only")
+            rep.fact(d, "data_curve_end", "share at the largest set", {"probe": weak}, agg="only")
+            said.append(f"It may be a matter of calibration data. On the data curve (small model, seed {seeds[0]}) "
+                        f"{strong} passes {weak} with more of it, {{{c}:.0%}} against {{{d}:.0%}} at the largest set.")
+        elif starved:
+            said.append(f"The data curve of {strong} (small model, seed {seeds[0]}) is still rising, so its share is "
+                        "a lower bound set by the calibration data.")
+    said += [f"Against {weak}, {strong} recovers more at both sizes: {numbers(n, weak, strong, g)}."
+             for n, weak, strong, g in ups]
+    return (f"At the {placement} the pooled paired differences (stronger minus weaker form, as shares of the gap) "
+            "do not all rise. " + " ".join(said))
 
 
 capacity_sentence = "\n\n".join(capacity_words(pl) for pl in ("head", "loop"))
@@ -818,16 +842,19 @@ rep.fact("frozen_rest", "frozen_state_norm", "loop/diagonal share of it")
 rising = curve_end.loc[curve_end["still rising"], "probe"].tolist()
 flat = curve_end.loc[~curve_end["still rising"], "probe"].tolist()
 rep.fact("curve_tokens", "data_curve_end", "largest set (tokens)", agg="max")
+rep.fact("curve_prev_tokens", "data_curve_end", "previous set (tokens)", agg="max")
 rep.prose("Results", "On the single-depth models (mean over both sizes and {n} seed{s}) the gap prefix(1) − prefix(N) "
           "is {gap:.3f} nats. The share of it that a readout probe recovers ranges from {share_low:.0%} ({low}) to "
           "{share_high:.0%} ({high}), as means over both sizes and all seeds. Paper B's probe (head/diagonal) "
           "recovers {share_paper_b:.0%}, and B3's extension probe ({headline}) {share_headline:.0%}. Its refits on "
           "resampled calibration documents move its share by {shift:+.1%} of the gap on average, {shift_words} (the "
-          "interval is centred on the point). {n_edge:.0f} of the {n_fits:.0f} shares "
-          "rest on a fit whose ridge λ sits at the edge of the widened grid ({edges}).\n\n" + capacity_sentence + "\n\n"
+          "interval is centred on the point). "
+          + ("{n_edge:.0f} of the {n_fits:.0f} shares rest on a fit whose ridge λ sits at the edge of the widened "
+             "grid ({edges})." if n_edge else "None of the {n_fits:.0f} shares rests on a fit whose ridge λ sits at "
+             "the edge of the widened grid.") + "\n\n" + capacity_sentence + "\n\n"
           "The data curve is measured on one model and one seed (the small single-depth model, seed {seed0}). At its "
           "largest calibration set ({curve_tokens:,.0f} tokens) {rising} still {gain} more than {rising_pts} points of "
-          "share per step: {rising_words}.{flat_words}\n\n"
+          "share over the set before it ({curve_prev_tokens:,.0f} tokens): {rising_words}.{flat_words}\n\n"
           "On the small model, re-adding the first update up to N applications (frozen(1), this project's control) "
           "accounts for {app:+.3f} of its {tot:.3f}-nat gap. The norm of the state entering the top stack is "
           "{z_prefix1:.1f} at prefix(1), {z_frozen1:.1f} at frozen(1) and {z_full:.1f} at full depth (means; "
@@ -849,8 +876,10 @@ rep.prose("Results", "On the single-depth models (mean over both sizes and {n} s
           rising_pts=f"{100 * RISING:.0f}", gain="gains" if len(rising) <= 1 else "gain",
           rising_words=("its share is a lower bound" if len(rising) == 1 else "their shares are lower bounds")
           + " set by the calibration data" if rising else "none is data-starved at this size",
-          flat_words=(f" {'The others' if rising else 'All'} ({listed(flat)}) have levelled off." if len(flat) > 1
-                      else f" {'The other' if rising else 'The one'} ({flat[0]}) has levelled off." if flat else ""),
+          flat_words=(f" {'The others' if rising else 'All'} ({listed(flat)}) gain at most {100 * RISING:.0f} points "
+                      "there." if len(flat) > 1 else
+                      f" {'The other' if rising else 'The one'} ({flat[0]}) gains at most {100 * RISING:.0f} points "
+                      "there." if flat else ""),
           shift_words="the cost of fewer distinct documents in a resample" if shift < 0 else
           "although a resample holds fewer distinct documents")
 
@@ -862,8 +891,10 @@ no_p = [p for p, a in q1.outcomes.items() if a == "no"]
 moved = [(p, q1.outcomes[p], b["answer with uncentred intervals"]) for p, b in q1.evidence.items()
          if isinstance(b, dict) and "answer with uncentred intervals" in b
          and b["answer with uncentred intervals"] != b["answer"]]
-head_best = capacity.loc[capacity[capacity.placement == "head"].share.idxmax(), "probe"]
-rep.fact("head_best", "capacity", "share", {"probe": head_best}, agg="only")
+head_best = {}  # the head-input probe that recovers most, at each size
+for m in SINGLE:
+    head_best[m] = capacity.loc[capacity[capacity.placement == "head"][f"share {m}"].idxmax(), "probe"]
+    rep.fact(f"head_best_{m.split()[-1]}", "capacity", f"share {m}", {"probe": head_best[m]}, agg="only")
 b3_row = b3_choices.set_index(["probe", "dense gap"])
 CORRECTED = {"probe": "head/diagonal", "dense gap": "matched"}  # B3's corrected row
 rep.fact("corr_below", "b3_choices", "model-seeds below dense (paired CI < 0)", CORRECTED, agg="only")
@@ -962,14 +993,17 @@ t_v = unit_reading(judged_b5, "T closer to 1: |T_s - 1| - |T_f - 1|")
 scale_tpl = ((
     "\n\nPart of what a probe at the loop's output recovers may be the state's scale. On the small model the state "
     "entering the top stack has norm {z_prefix1:.1f} after one application, against {z_full:.1f} at full depth. A "
-    "per-feature rescaling there (loop/diagonal) recovers {loop_diag:.0%} of the gap on its own. Whether fixing that "
-    "scale counts as correcting the readout, or as supplying what the later applications would have written, is a "
-    "matter of definition, not of measurement. The probes at the head input act after the top stack has read the "
-    "state at its truncated scale; they recover at most {head_best:.0%} ({head_best_name}).")
+    "per-feature rescaling there (loop/diagonal) recovers {loop_diag:.0%} of its gap on its own "
+    "({loop_diag_large:.0%} on the large model). Whether fixing that scale counts as correcting the readout, or as "
+    "supplying what the later applications would have written, is a matter of definition, not of measurement. The "
+    "probes at the head input act after the top stack has read the state at its truncated scale. The best of them "
+    "recovers {head_best_small:.0%} on the small model ({head_best_small_name}) and {head_best_large:.0%} on the "
+    "large ({head_best_large_name}).")
     if z_full > 1.1 * z_prefix1 else "")  # the state's scale barely changes with depth: nothing to separate
 rep.prose("What this means: the readout", "{q1_sentence} Q1 is {q1}: no probe was chosen in advance, and paper B's "
           "probe alone answers {paper_answer}. {centring}" + scale_tpl, q1_sentence=q1_sentence, q1=q1.verdict,
-          head_best_name=head_best, paper_answer=q1.outcomes.get("head/diagonal", "nothing"),
+          head_best_small_name=head_best["single small"], head_best_large_name=head_best["single large"],
+          paper_answer=q1.outcomes.get("head/diagonal", "nothing"),
           centring=("With the raw refits' intervals instead of the centred ones, " + listed(
               f"{p} would answer {b} instead of {a}" for p, a, b in moved) + "." if 0 < len(moved) <= 3 else
               f"With the raw refits' intervals instead of the centred ones, {len(moved)} of the {P} probes would "
@@ -1003,20 +1037,20 @@ rep.prose("What this means: against a dense model", "Paper B concludes that litt
                                       "miscalibration"}.get(judged_b4.verdict, "does not settle whether the dense "
                                                                                "model's share of the near-full "
                                                                                "gap is substantial"))
-rep.prose("What this means: the decomposition and training", "{writes} the count of writes into the stream rather "
-          "than new computation. Frozen(1) accounts for {app:+.3f} of the small model's {tot:.3f} nats (an "
-          "extension, B1 {b1}).{scale_words} {b1_cut} the application-count term is {app_frac_min:.0%} to "
-          "{app_frac_max:.0%} of the total across models and seeds.\n\n"
+rep.prose("What this means: the decomposition and training", "{writes} the number of applications, the count "
+          "of writes into the stream, rather than with distinct computation. Frozen(1) accounts for {app:+.3f} of "
+          "the small model's {tot:.3f} nats (an extension, B1 {b1}).{scale_words} {b1_cut} the application-count "
+          "term is {app_frac_min:.0%} to {app_frac_max:.0%} of the total across models and seeds.\n\n"
           "B6 is a check ({b6}): {telescope}. "
           "Pooled over seeds, the terms lie as follows. {b6_words} Block composition averages {block:+.3f} "
           "nats{b6_what}. The readout share and the application-count term measure the same gap from two sides, "
-          "a probe and a schedule. So they overlap and need not sum to at most the whole.\n\n"
+          "a probe and a schedule. So they overlap, and together they may sum to more than the whole.\n\n"
           "Training with sampled depths {b5_words} (B5 {b5}). The sampled arm's gap is {ratio_min:.0%} to "
           "{ratio_max:.0%} of the fixed arm's across seeds. The fixed arm's own gap is {fixed_gap:.2f} nats after "
           "the same steps, the base model's {base_gap:.2f} (means), so both shares are of gaps measured after "
           "further training.{law_words}",
-          b6_what=(", inside ± its SESOI at both sizes, so what it separates is the application count from the "
-                   "distinct depth" if all(negligible(judged_b6.evidence[m]["block composition"]) for m in SINGLE)
+          b6_what=(", inside ± its SESOI at both sizes: in effect the gap splits into the application count and the "
+                   "distinct depth alone" if all(negligible(judged_b6.evidence[m]["block composition"]) for m in SINGLE)
                    else ""),
           b1=judged_b1.verdict, b5=judged_b5.verdict, b6=judged_b6.verdict,
           telescope=("the three schedule terms telescope to the total in every seed, by construction"
@@ -1029,13 +1063,13 @@ rep.prose("What this means: the decomposition and training", "{writes} the count
           scale_words=(f" It restores {restored:.0%} of the difference between the prefix(1) and full-depth state "
                        "norms. So part of what it recovers may be the state's scale rather than what the block "
                        "writes." if restored > 0.5 else ""),
-          writes=(
-              "All or nearly all of the gap is" if unit_reading(judged_b1, B1_SHARE) == "not reproduced" else
-              f"Most ({frac:.0%}) of the gap is" if unit_reading(judged_b1, B1_APP) == "reproduced"
+          writes="On the small model " + (  # B1's units are the small model's
+              "all or nearly all of the gap goes with" if unit_reading(judged_b1, B1_SHARE) == "not reproduced" else
+              f"most ({frac:.0%}) of the gap goes with" if unit_reading(judged_b1, B1_APP) == "reproduced"
               and judged_b1.evidence[B1_SHARE]["pooled"]["interval"][0] > 0.5 else
-              {"reproduced": f"Part ({frac:.0%}) of the gap is",
-               "not reproduced": f"At most a negligible part ({B1_SESOI}) of the gap is"}.get(
-                  unit_reading(judged_b1, B1_APP), "It is not settled whether part of the gap is")),
+              {"reproduced": f"part ({frac:.0%}) of the gap goes with",
+               "not reproduced": f"at most a negligible part ({B1_SESOI}) of the gap goes with"}.get(
+                  unit_reading(judged_b1, B1_APP), "it is not settled whether part of the gap goes with")),
           b5_words={"reproduced": "lowers the calibration share",
                     "not reproduced": "does not lower the calibration share (the pooled difference lies above 0 or "
                                       f"within {B5_SESOI:g} of it)"}.get(

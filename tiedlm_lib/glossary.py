@@ -42,8 +42,9 @@ TERMS: tuple[Term, ...] = (
          "A readout probe is a small map fitted on calibration documents so that a truncated state reads out "
          "better. Its placement is where it acts: `head` (the head's input) or `loop` (the loop's output, before "
          "the coda). Its form is what it can express: `temperature` (one scalar), `diagonal` (a per-feature scale "
-         "and shift, paper B's affine map), `full` (a full-rank affine map) or `tuned` (the tuned lens). A probe is "
-         "named placement/form, as head/diagonal."),
+         "and shift, paper B's affine map), `full` (a full-rank affine map) or `tuned` (the tuned lens: the full form "
+         "fitted to the full-depth model's distribution instead of the targets). A probe is named placement/form, as "
+         "head/diagonal."),
     Term("tuned-lens", "tuned lens", r"\btuned lens\b",
          "A full-rank affine probe trained to match the full-depth model's distribution (a KL objective) rather "
          "than the targets; named after Belrose et al. (2023)."),

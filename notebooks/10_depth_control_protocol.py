@@ -733,7 +733,7 @@ rep.fact("share_headline", "probe_shares", "share", {"probe": headline})
 rep.fact("loop_diag", "probe_shares", "share", {"probe": "loop/diagonal", "model": "single small"})
 rep.fact("loop_diag_large", "probe_shares", "share", {"probe": "loop/diagonal", "model": "single large"})
 n_edge = rep.fact("n_edge", "probe_shares", "lambda at edge", agg="sum")
-rep.fact("n_fits", "probe_shares", "lambda at edge", agg="count")
+rep.fact("n_fits", "probe_shares", "lambda k_min", agg="count")  # the ridge fits: a temperature has no λ (NaN)
 at_edge = [f"{r.probe} ({r.model}, seed {r.seed})" for r in probe[probe["lambda at edge"]].itertuples()]
 # more than two such fits are counted by probe, so that the sentence stays short at any number of seeds
 edge_words = listed(at_edge) if len(at_edge) <= 2 else listed(
@@ -752,7 +752,7 @@ def capacity_words(placement):
         else:
             others.append((n, weak, strong, g))
     if not others:
-        return (f"At the {placement} the share rises with each step in what the form can express: every paired "
+        return (f"At the {placement} the share rises with each step from one form to the next: every paired "
                 "difference, pooled over seeds, lies above 0 at both sizes.")
 
     def numbers(n, weak, strong, g):
@@ -798,11 +798,14 @@ def capacity_words(placement):
                         "a lower bound set by the calibration data.")
     said += [f"Against {weak}, {strong} recovers more at both sizes: {numbers(n, weak, strong, g)}."
              for n, weak, strong, g in ups]
-    return (f"At the {placement} the pooled paired differences (stronger minus weaker form, as shares of the gap) "
-            "do not all rise. " + " ".join(said))
+    return (f"At the {placement} the share does not rise with every step: not every pooled paired difference "
+            "(stronger minus weaker form, as a share of the gap) lies above 0. " + " ".join(said))
 
 
-capacity_sentence = "\n\n".join(capacity_words(pl) for pl in ("head", "loop"))
+capacity_sentence = "\n\n".join(capacity_words(pl) for pl in ("head", "loop")) + (
+    " The step from full to tuned changes the objective, not the form: tuned fits the same affine map to the "
+    "full-depth model's distribution rather than to the targets." if "tuned" in set(capacity_steps.stronger.str.split(
+        "/").str[-1]) else "")
 app = rep.fact("app", "decomposition", "value", {"control": "frozen", "calibration": "head/diagonal",
                                                  "term": "application count", "model": "single small"})
 tot = rep.fact("tot", "decomposition", "value", {"control": "frozen", "calibration": "head/diagonal",
@@ -838,28 +841,34 @@ rep.fact("z_frozen1", "frozen_state_norm", "‖z‖ frozen(1)", small)
 z_full = rep.fact("z_full", "frozen_state_norm", "‖z‖ prefix(N)", small)
 restored = rep.fact("restored", "frozen_state_norm", "norm restored by frozen(1)", small)
 rep.fact("restored_large", "frozen_state_norm", "norm restored by frozen(1)", {"model": "single large"})
-rep.fact("frozen_rest", "frozen_state_norm", "loop/diagonal share of it")
+rep.fact("frozen_rest", "frozen_state_norm", "loop/diagonal share of it", small)
+rep.fact("frozen_rest_large", "frozen_state_norm", "loop/diagonal share of it", {"model": "single large"})
 rising = curve_end.loc[curve_end["still rising"], "probe"].tolist()
 flat = curve_end.loc[~curve_end["still rising"], "probe"].tolist()
 rep.fact("curve_tokens", "data_curve_end", "largest set (tokens)", agg="max")
 rep.fact("curve_prev_tokens", "data_curve_end", "previous set (tokens)", agg="max")
+rep.fact("cal_tokens", "probe_shares", "calibration tokens")
 rep.prose("Results", "On the single-depth models (mean over both sizes and {n} seed{s}) the gap prefix(1) − prefix(N) "
           "is {gap:.3f} nats. The share of it that a readout probe recovers ranges from {share_low:.0%} ({low}) to "
           "{share_high:.0%} ({high}), as means over both sizes and all seeds. Paper B's probe (head/diagonal) "
-          "recovers {share_paper_b:.0%}, and B3's extension probe ({headline}) {share_headline:.0%}. Its refits on "
-          "resampled calibration documents move its share by {shift:+.1%} of the gap on average, {shift_words} (the "
-          "interval is centred on the point). "
-          + ("{n_edge:.0f} of the {n_fits:.0f} shares rest on a fit whose ridge λ sits at the edge of the widened "
-             "grid ({edges})." if n_edge else "None of the {n_fits:.0f} shares rests on a fit whose ridge λ sits at "
-             "the edge of the widened grid.") + "\n\n" + capacity_sentence + "\n\n"
+          "recovers {share_paper_b:.0%}, and B3's extension probe ({headline}) {share_headline:.0%}. The refits of "
+          "{headline} on resampled calibration documents move its share by {shift:+.1%} of the gap on average, "
+          "{shift_words} (the interval is centred on the point). "
+          + ("{n_edge:.0f} of the {n_fits:.0f} ridge fits have their λ at the edge of the widened grid ({edges})."
+             if n_edge else "None of the {n_fits:.0f} ridge fits has its λ at the edge of the widened grid.")
+          + "\n\n" + capacity_sentence + "\n\n"
           "The data curve is measured on one model and one seed (the small single-depth model, seed {seed0}). At its "
           "largest calibration set ({curve_tokens:,.0f} tokens) {rising} still {gain} more than {rising_pts} points of "
-          "share over the set before it ({curve_prev_tokens:,.0f} tokens): {rising_words}.{flat_words}\n\n"
+          "share over the set before it ({curve_prev_tokens:,.0f} tokens)"
+          + (". The main fits use {cal_tokens:,.0f} calibration tokens on average, so on this model and seed the main "
+             "fits' shares of {rising} are lower bounds set by the calibration data." if rising else
+             ": none is data-starved at this size.") + "{flat_words}\n\n"
           "On the small model, re-adding the first update up to N applications (frozen(1), this project's control) "
           "accounts for {app:+.3f} of its {tot:.3f}-nat gap. The norm of the state entering the top stack is "
           "{z_prefix1:.1f} at prefix(1), {z_frozen1:.1f} at frozen(1) and {z_full:.1f} at full depth (means; "
           "frozen(1) restores {restored:.0%} of the difference, {restored_large:.0%} on the large model). A "
-          "loop/diagonal probe recovers {frozen_rest:.0%} of what frozen(1) still lacks (both sizes).\n\n"
+          "loop/diagonal probe recovers {frozen_rest:.0%} of what frozen(1) still lacks on the small model and "
+          "{frozen_rest_large:.0%} on the large (means over seeds).\n\n"
           "In paper B's negative control the dense model's head/diagonal probe recovers {dense_share:.0%} of its "
           "near-full truncation gap prefix(L − 1) − prefix(L), a gap of {dense_nf_gap:.3f} nats. Paper B's dense "
           "models, two layers dropped, gave {pb_share_min:.0%}–{pb_share_max:.0%} with the affine map, of gaps of "
@@ -867,15 +876,13 @@ rep.prose("Results", "On the single-depth models (mean over both sizes and {n} s
           + ("Here dropping two layers leaves a {dense_two_gap:.3f}-nat gap, of which the probe recovers "
              "{dense_two:.0%}. " if two else "")
           + "Of the matched truncation prefix(1) − prefix(L) it recovers {dense_matched:.0%} ({headline}: "
-          "{dense_matched_h:.0%}). After {steps} steps of continued training the head/diagonal share is "
-          "{fixed_share:.0%} of a {fixed_gap:.2f}-nat gap in the fixed arm and {sampled_share:.0%} of a "
+          "{dense_matched_h:.0%}). After {steps} steps of continued training of the small model the head/diagonal "
+          "share is {fixed_share:.0%} of a {fixed_gap:.2f}-nat gap in the fixed arm and {sampled_share:.0%} of a "
           "{sampled_gap:.2f}-nat gap in the sampled arm (Huginn, trained with sampled depth: {huginn:.1%}).",
           n=str(len(seeds)), s="s" if len(seeds) > 1 else "", edges=edge_words,
           low=low, high=high, steps=str(steps), headline=headline,
           seed0=str(seeds[0]), rising=listed(rising) if rising else "no probe",
           rising_pts=f"{100 * RISING:.0f}", gain="gains" if len(rising) <= 1 else "gain",
-          rising_words=("its share is a lower bound" if len(rising) == 1 else "their shares are lower bounds")
-          + " set by the calibration data" if rising else "none is data-starved at this size",
           flat_words=(f" {'The others' if rising else 'All'} ({listed(flat)}) gain at most {100 * RISING:.0f} points "
                       "there." if len(flat) > 1 else
                       f" {'The other' if rising else 'The one'} ({flat[0]}) gains at most {100 * RISING:.0f} points "
@@ -910,7 +917,6 @@ flips = [f"{p} against {g}" for (p, g), row in b3_row.iterrows()
 one_change = "; ".join(f"{p} against {g}: {b3_all[p, g].verdict}" for p in B_PROBES for g in DENSE_GAPS
                        if (p, g) not in LEDGER_B3)
 b4_alt = "; ".join(f"{g}, {b4_all[g].verdict}" for g in DENSE_GAPS if g != "near-full")
-frac = app / tot
 
 
 def fraction(x):
@@ -975,8 +981,31 @@ def side_words(block):
 
 
 SCHEDULE_TERMS = ("application count", "distinct depth", "block composition")
-B1_SHARE = "neither is the whole: single small application count / total"  # B1's units on the small model
-B1_APP = "both factors present: single small application count"
+
+
+def b1_amount(m):
+    """How much of model m's gap goes with the application count, as B1's units at that size read it: 'most' only
+    where the share's pooled interval lies above a half."""
+    share_u = f"neither is the whole: {m} application count / total"
+    app_u = f"both factors present: {m} application count"
+    if unit_reading(judged_b1, share_u) == "not reproduced":
+        return "all or nearly all"
+    if unit_reading(judged_b1, app_u) == "reproduced" and judged_b1.evidence[share_u]["pooled"]["interval"][0] > 0.5:
+        return "most"
+    return {"reproduced": "part", "not reproduced": f"at most a negligible part ({B1_SESOI})"}.get(
+        unit_reading(judged_b1, app_u), "an unsettled part")
+
+
+for m in SINGLE:
+    rep.fact(f"app_frac_{m.split()[-1]}", "term_shares", "application count / total", {"model": m})
+b1_amounts = {m: b1_amount(m) for m in SINGLE}
+WRITES = "the number of applications, the count of writes into the stream, rather than with distinct computation"
+writes_tpl = (f"{b1_amounts['single small'].capitalize()} of the gap goes with {WRITES}:"
+              if len(set(b1_amounts.values())) == 1 else
+              f"Of the gap, {b1_amounts['single small']} on the small model and {b1_amounts['single large']} on the "
+              f"large goes with {WRITES}:") + (" {app_frac_small:.0%} on the small model and {app_frac_large:.0%} on "
+                                               "the large (means over seeds).")
+overlap = rep.fact("overlap_probe", "capacity", "share single small", {"probe": headline}, agg="only")
 q1_sentence = "A probe's share is a lower bound on what is correctable at the readout. " + (
     f"{listed(yes_b)} {'finds' if len(yes_b) == 1 else 'find'} more than {FIFTH} of paper A's depth gap at both "
     f"sizes, pooled over seeds, at the Bonferroni level over the {P} probes. So at least {FIFTH} is correctable by a "
@@ -990,6 +1019,9 @@ q1_sentence = "A probe's share is a lower bound on what is correctable at the re
     f"No probe settles whether {FIFTH} of paper A's depth gap is correctable at the readout.")
 share_v = unit_reading(judged_b5, "share collapses: sampled - fixed")
 t_v = unit_reading(judged_b5, "T closer to 1: |T_s - 1| - |T_f - 1|")
+head_above = [m.split()[-1] for m in SINGLE  # sizes where the best head probe's point lies above loop/diagonal's
+              if rep._facts[f"head_best_{m.split()[-1]}"]["value"] > rep._facts[
+                  "loop_diag" + ("" if m == "single small" else "_large")]["value"]]
 scale_tpl = ((
     "\n\nPart of what a probe at the loop's output recovers may be the state's scale. On the small model the state "
     "entering the top stack has norm {z_prefix1:.1f} after one application, against {z_full:.1f} at full depth. A "
@@ -998,7 +1030,10 @@ scale_tpl = ((
     "supplying what the later applications would have written, is a matter of definition, not of measurement. The "
     "probes at the head input act after the top stack has read the state at its truncated scale. The best of them "
     "recovers {head_best_small:.0%} on the small model ({head_best_small_name}) and {head_best_large:.0%} on the "
-    "large ({head_best_large_name}).")
+    "large ({head_best_large_name}). No paired test compares the two placements"
+    + (f"; on the {listed(head_above)} model{'s' if len(head_above) > 1 else ''} the best head probe's point lies "
+       "above loop/diagonal's." if head_above else
+       "; at both sizes the best head probe's point lies below loop/diagonal's."))
     if z_full > 1.1 * z_prefix1 else "")  # the state's scale barely changes with depth: nothing to separate
 rep.prose("What this means: the readout", "{q1_sentence} Q1 is {q1}: no probe was chosen in advance, and paper B's "
           "probe alone answers {paper_answer}. {centring}" + scale_tpl, q1_sentence=q1_sentence, q1=q1.verdict,
@@ -1037,22 +1072,23 @@ rep.prose("What this means: against a dense model", "Paper B concludes that litt
                                       "miscalibration"}.get(judged_b4.verdict, "does not settle whether the dense "
                                                                                "model's share of the near-full "
                                                                                "gap is substantial"))
-rep.prose("What this means: the decomposition and training", "{writes} the number of applications, the count "
-          "of writes into the stream, rather than with distinct computation. Frozen(1) accounts for {app:+.3f} of "
+rep.prose("What this means: the decomposition and training", writes_tpl + " Frozen(1) accounts for {app:+.3f} of "
           "the small model's {tot:.3f} nats (an extension, B1 {b1}).{scale_words} {b1_cut} the application-count "
           "term is {app_frac_min:.0%} to {app_frac_max:.0%} of the total across models and seeds.\n\n"
           "B6 is a check ({b6}): {telescope}. "
           "Pooled over seeds, the terms lie as follows. {b6_words} Block composition averages {block:+.3f} "
           "nats{b6_what}. The readout share and the application-count term measure the same gap from two sides, "
-          "a probe and a schedule. So they overlap, and together they may sum to more than the whole.\n\n"
+          "a probe and a schedule. So they overlap" + (": on the small model {headline}'s share ({overlap_probe:.0%}) "
+          "and the application-count term ({app_frac_small:.0%}) sum to more than the whole." if overlap
+          + rep._facts["app_frac_small"]["value"] > 1 else ", and their sum is not a share of anything.") + "\n\n"
           "Training with sampled depths {b5_words} (B5 {b5}). The sampled arm's gap is {ratio_min:.0%} to "
           "{ratio_max:.0%} of the fixed arm's across seeds. The fixed arm's own gap is {fixed_gap:.2f} nats after "
-          "the same steps, the base model's {base_gap:.2f} (means), so both shares are of gaps measured after "
+          "the same steps, the small base model's {base_gap:.2f} (means), so both shares are of gaps measured after "
           "further training.{law_words}",
-          b6_what=(", inside ± its SESOI at both sizes: in effect the gap splits into the application count and the "
-                   "distinct depth alone" if all(negligible(judged_b6.evidence[m]["block composition"]) for m in SINGLE)
-                   else ""),
-          b1=judged_b1.verdict, b5=judged_b5.verdict, b6=judged_b6.verdict,
+          b6_what=(", inside ± its SESOI at both sizes: in effect the schedule terms reduce to the application "
+                   "count and the distinct depth"
+                   if all(negligible(judged_b6.evidence[m]["block composition"]) for m in SINGLE) else ""),
+          b1=judged_b1.verdict, b5=judged_b5.verdict, b6=judged_b6.verdict, headline=headline,
           telescope=("the three schedule terms telescope to the total in every seed, by construction"
                      if judged_b6.verdict == "check passed" else
                      "the three schedule terms do not telescope to the total in some seed, which construction "
@@ -1063,13 +1099,6 @@ rep.prose("What this means: the decomposition and training", "{writes} the numbe
           scale_words=(f" It restores {restored:.0%} of the difference between the prefix(1) and full-depth state "
                        "norms. So part of what it recovers may be the state's scale rather than what the block "
                        "writes." if restored > 0.5 else ""),
-          writes="On the small model " + (  # B1's units are the small model's
-              "all or nearly all of the gap goes with" if unit_reading(judged_b1, B1_SHARE) == "not reproduced" else
-              f"most ({frac:.0%}) of the gap goes with" if unit_reading(judged_b1, B1_APP) == "reproduced"
-              and judged_b1.evidence[B1_SHARE]["pooled"]["interval"][0] > 0.5 else
-              {"reproduced": f"part ({frac:.0%}) of the gap goes with",
-               "not reproduced": f"at most a negligible part ({B1_SESOI}) of the gap goes with"}.get(
-                  unit_reading(judged_b1, B1_APP), "it is not settled whether part of the gap goes with")),
           b5_words={"reproduced": "lowers the calibration share",
                     "not reproduced": "does not lower the calibration share (the pooled difference lies above 0 or "
                                       f"within {B5_SESOI:g} of it)"}.get(

@@ -77,13 +77,7 @@ def test_every_generated_text_reads_plainly():
     assert readability_problems(prose, "README findings") == []
 
 
-# Sections whose committed execution predates the limits (13: its five-seed execution waits for the next stop; its
-# dense runs are trained). Strict: once one is re-executed and reads plainly, its mark must go.
-AWAITING_REEXECUTION = {"cpu/13_your_model"}
-COMMITTED_PROSE = [pytest.param(p, id=f"{p.parts[-3]}/{p.name}",
-                                marks=[pytest.mark.xfail(strict=True, reason="executed before the prose limits; "
-                                                         "re-executed once its runs exist")]
-                                if f"{p.parts[-3]}/{p.name[:-len('-prose.json')]}" in AWAITING_REEXECUTION else [])
+COMMITTED_PROSE = [pytest.param(p, id=f"{p.parts[-3]}/{p.name}")
                    for p in sorted((ROOT / "paper").glob("*/tables/*-prose.json"))]
 
 

@@ -153,8 +153,10 @@ def test_notebook_runs_list_every_run_once_with_bases_before_continuations():
         if c.train.init_from:
             base = c.train.init_from.split("/")[1]
             assert position[f"{c.train.seed}/{base}"] < i, c.name
-    per_seed = lambda scale, **kw: [c for c in notebook_runs(scale, **kw) if not c.name.startswith("horizon-")]  # noqa: E731
-    assert len(per_seed("smoke")) == len(per_seed("cpu", extended=[])) // 5  # the horizon study has its own seeds
+    per_seed = lambda scale, **kw: [c for c in notebook_runs(scale, **kw)  # noqa: E731
+                                    if not c.name.startswith(("horizon-", "ladder-"))]
+    assert len(per_seed("smoke")) == len(per_seed("cpu", extended=[])) // 5  # the horizon study and the ladder have
+    # their own seeds; the ladder's v3-v6 points are the sections' runs, so nothing else it trains is per seed
     with pytest.raises(ValueError, match="seeds must be"):
         notebook_runs("cpu", [])
 
@@ -190,7 +192,7 @@ def test_section_runs_split_notebook_runs_by_the_sections_that_ask_for_them():
     key = lambda c: f"{c.train.seed}/{c.cache_name()}"  # noqa: E731
     order = {key(c): i for i, c in enumerate(runs)}
     by = section_runs("cpu")
-    assert sorted(by) == ["01", "02", "03", "04", "05", "06", "07", "08", "09", "10", "12"]  # 11 trains nothing
+    assert sorted(by) == ["01", "02", "03", "04", "05", "06", "07", "08", "09", "10", "12", "14"]  # 11 trains nothing
     assert {key(c) for cfgs in by.values() for c in cfgs} == set(order)  # every run belongs to some section
     for sec, cfgs in by.items():
         keys = [key(c) for c in cfgs]
@@ -198,6 +200,8 @@ def test_section_runs_split_notebook_runs_by_the_sections_that_ask_for_them():
         for c in cfgs:  # a section's continuation comes with its base: the section can run on these alone
             if c.train.init_from:
                 assert f"{c.train.seed}/{c.train.init_from.split('/')[1]}" in keys, (sec, c.name)
+        if sec == "14":  # the size ladder trains ahead of its section (issue 55); tests/test_ladder.py checks its runs
+            continue
         src = next((ROOT / "notebooks").glob(f"{sec}_*.py")).read_text()
         for c in cfgs:  # each run is one the section's source asks for
             asks = ("sft_run(" if "-sft-" in c.name else "intervention_arm(" if c.name.startswith("dcp-")

@@ -429,7 +429,14 @@ def _tagged_runs(scale: str, seeds: Sequence[int] | None, extended: Sequence[int
         for mode in HORIZON_SEEDS:  # so that two workers (one --reverse) each complete a paired seed early
             if seed in horizon_seeds(scale, mode, seeds):
                 add(experiment(f"horizon-{mode}", scale, seed), "02")
-    return sorted(out.values(), key=lambda v: v[0].name.startswith("horizon-"))  # stable: the rest keep their order
+    from .ladder import LADDERS, ladder_runs  # the size ladder (section 14; docs/statistics.md amendment 17)
+
+    if scale in LADDERS:  # its fixed seeds among ``seeds``, cheapest points first; its v3-v6 points are the runs above
+        for cfg in ladder_runs(scale):
+            if cfg.train.seed in seeds:
+                add(cfg, "14")
+    # stable: the rest keep their order; the horizon study and then the ladder's own runs last
+    return sorted(out.values(), key=lambda v: (v[0].name.startswith("horizon-"), v[0].name.startswith("ladder-")))
 
 
 # The horizon study's seeds, fixed in advance (docs/statistics.md amendment 12): seeds 0-4 for the paper phantom and

@@ -122,7 +122,7 @@ def test_horizon_curve_evaluates_each_kept_point_and_keeps_the_result(tmp_path, 
     on_train = evaluate_nll(r.model, train_sample(r.config)())
     assert curve[-1].train_nll.masked == pytest.approx(on_train.masked, rel=1e-6)
     assert len(curve[-1].train_nll.doc_index) == 512 and curve[-1].train_nll.masked != curve[-1].nll[4].masked
-    assert list(r.dir.glob("derived/horizon_curve-*.pkl"))  # kept beside the run
+    assert list(r.dir.glob("derived/horizon_curve-*.json"))  # kept beside the run (JSON + npz, tiedlm_lib.datafile)
     again = horizon_curve(r, [1, 2, 4], n_docs=24)  # read back: the same numbers
     assert [p.nll[4].masked for p in again] == [p.nll[4].masked for p in curve]
     assert log_slope([1000, 2000, 4000], [0.5, 0.7, 0.9]) == pytest.approx(0.2)  # per doubling

@@ -11,6 +11,7 @@ from scipy import stats as sps
 from tiedlm_lib.inference import (
     RULES,
     Rule,
+    judge_unit,
     judge_units,
     mde,
     min_sign_seeds,
@@ -74,10 +75,24 @@ def test_with_equal_within_seed_variances_hksj_is_the_t_interval_on_the_seed_poi
     v = (half / sps.norm.ppf(0.975)) ** 2
     a, df = y.var(ddof=1) / 5, 4 * (y.var(ddof=1) / 5 + v) ** 2 / (y.var(ddof=1) / 5) ** 2
     assert p.hi - p.point == pytest.approx(sps.t.ppf(0.975, df) * math.sqrt(a + v), rel=1e-9)
-    # prediction interval: the classical one for a new observation when tau2 absorbs the spread
+    # prediction interval: Higgins, Thompson & Spiegelhalter's (t with n - 2 df) on the classical spread of a new
+    # observation when tau2 absorbs the spread
     if y.var(ddof=1) > v:
-        pred = sps.t.ppf(0.975, 4) * y.std(ddof=1) * math.sqrt(1 + 1 / 5)
+        pred = sps.t.ppf(0.975, 3) * y.std(ddof=1) * math.sqrt(1 + 1 / 5)
         assert p.pred_hi - p.point == pytest.approx(pred, rel=1e-9)
+
+
+def test_the_prediction_interval_uses_n_minus_2_df_and_is_undefined_below_three_seeds():
+    """By hand at three seeds without CIs: tau2 is the sample variance s2, Var_HKSJ = s2 / 3, so the interval is
+    mean +/- t(0.975, 1) * sqrt(s2 + s2 / 3) = 12.706 * ..., not t(0.975, 2) = 4.303 * ... (amendment 18)."""
+    y = [0.10, 0.30, 0.20]
+    p = pool([Estimate(x, x, x) for x in y])
+    s2 = np.var(y, ddof=1)
+    assert p.pred_hi - p.point == pytest.approx(12.706204736174707 * math.sqrt(s2 + s2 / 3), rel=1e-9)
+    two = pool([Estimate(0.1, 0.05, 0.15), Estimate(0.3, 0.25, 0.35)])
+    assert math.isnan(two.pred_lo) and math.isnan(two.pred_hi)
+    assert not judge_unit("u", [Estimate(0.1, 0.05, 0.15), Estimate(0.3, 0.25, 0.35)], Rule("superiority", 0.05)
+                          ).seed_sensitive  # undefined, so never flagged
 
 
 def test_points_without_cis_pool_to_the_t_interval_and_identical_points_to_a_point():

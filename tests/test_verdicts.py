@@ -346,8 +346,10 @@ def test_a15_a16():
 
 
 def test_a20_decides_its_measurable_half_and_names_the_other():
-    j = check(V.a20({0: {"PT": 0.0, "SFT": 0.2}, 1: {"PT": 0.0, "SFT": 0.1}}, "corrected", "x"), "reproduced", "A20")
+    # no pad: the measurable half holds, the other is not testable, so the claim is at best inconclusive (amendment 18)
+    j = check(V.a20({0: {"PT": 0.0, "SFT": 0.2}, 1: {"PT": 0.0, "SFT": 0.1}}, "corrected", "x"), "inconclusive", "A20")
     assert "not testable" in j.criterion and "not testable" in j.evidence["generates better"]
+    assert j.outcomes == {"never emits pad": "reproduced", "generates better": "not testable"}
     check(V.a20({0: {"PT": 0.01, "SFT": 0.2}, 1: {"PT": 0.0, "SFT": 0.1}}, "corrected", "x"), "not reproduced")
     none = V.a20({0: {"PT": 0.0, "SFT": 0.2}, 1: {"PT": 0.0, "SFT": 0.1}}, "corrected", "x", {0: 600, 1: 900})
     assert none.evidence["rule-of-three 95% upper bound on the PT pad rate"] == pytest.approx(3 / 1500)
@@ -585,6 +587,86 @@ def test_ratio_keeps_the_document_error_by_the_delta_method():
 CHECKS = {"A18": set(V.CHECK), "B6": set(V.CHECK)}
 
 
+# --- amendment 18: one source for every rule, every route that decides, the withdrawn and post-hoc rules ---------
+
+def _with_csv(monkeypatch, edit):
+    """Read the claims through a preregistered.csv changed by ``edit(rows)``."""
+    from tiedlm_lib import inference as inf
+
+    rows = [dict(r) for r in inf.read_spec()]
+    edit(rows)
+    monkeypatch.setattr(inf, "read_spec", lambda: rows)
+    V._spec.cache_clear()
+
+
+def _set(rows, claim, part, **kw):
+    hit = [r for r in rows if r["claim"] == claim and r["part"] == part]
+    assert len(hit) == 1, (claim, part)
+    hit[0].update({k: str(v) for k, v in kw.items()})
+
+
+def test_the_csv_drives_both_the_verdict_and_its_criterion_text(monkeypatch):
+    wide = E(0.1, 0.09, 0.11)  # inside +/-0.2 but outside +/-0.05
+    before5, before3 = V.q5(same(E(-0.1, -0.11, -0.09)), same(UP)), V.q3({"v3": same(wide)}, {"v3": same(UP)})
+    assert before5.verdict == "yes" and "+/-0.05" in before5.criterion
+    assert before3.verdict == "no" and "+/-0.05" in before3.criterion
+    try:
+        _with_csv(monkeypatch, lambda rows: (_set(rows, "Q5", "penalty specific to loop-input phantom", sesoi=0.2),
+                                             _set(rows, "Q3", "block form drives A1", sesoi=0.2)))
+        after5 = V.q5(same(E(-0.1, -0.11, -0.09)), same(UP))
+        after3 = V.q3({"v3": same(wide)}, {"v3": same(UP)})
+        assert after5.verdict == "no" and "+/-0.2" in after5.criterion and "0.05" not in after5.criterion
+        assert after3.verdict == "yes" and "+/-0.2" in after3.criterion and "0.05" not in after3.criterion
+        _with_csv(monkeypatch, lambda rows: _set(rows, "A15", "up to three loops then regresses", negligible="yes"))
+        assert "inside +/-0.02" in V.a15({u: same(E(0.01 * s, 0.01 * s - 0.001, 0.01 * s + 0.001))
+                                          for u, s in V.A15_WANT.items()}).criterion
+    finally:
+        V._spec.cache_clear()
+
+
+def test_a15_and_q4_multi_loop_pairs_have_no_inside_sesoi_route():
+    small = {u: same(E(0.01 * s, 0.01 * s - 0.002, 0.01 * s + 0.002)) for u, s in V.A15_WANT.items()}  # paper-sized
+    j = V.a15(small)
+    assert j.verdict == "reproduced" and "inside" not in j.criterion  # the steps clear 0: nothing rules them out
+    q = V.q4({"3 loops - 2 loops": same(NIL), "tied - vanilla": same(NIL)}, "3 loops - 2 loops")
+    assert q.verdict == "inconclusive" and q.outcomes == {"3 loops - 2 loops": "inconclusive", "tied - vanilla": "no"}
+    assert "withdrawn" in q.criterion
+
+
+def test_a9_is_shown_under_section_3s_sesoi_beside_its_recorded_margin():
+    gap = same(E(0.08, 0.07, 0.09))  # below the recorded +0.1, above section 3's +0.05
+    j = V.a9(0.5, 0.5, gap, 16)
+    assert j.verdict == "reproduced" and j.outcomes["short at 0.05"] == "not reproduced"
+    assert "it would be not reproduced" in j.basis and "post hoc" in j.basis
+
+
+def test_the_seeds_to_decide_cover_every_route_and_take_the_cheapest():
+    from tiedlm_lib import inference as inf
+
+    up = inf.Rule("superiority", 0.05, side=1)
+    near = [E(x, x - 0.01, x + 0.01) for x in (0.02, 0.12, -0.05, 0.10, 0.06)]  # mean +0.05 above 0, spread wide
+    routes = inf.route_seeds(near, up)
+    assert set(routes) == {"reproduced"}  # on the claimed side, at the SESOI: only reproducing is on the cards
+    against = [E(-x, -x - 0.01, -x + 0.01) for x in (0.02, 0.12, -0.05, 0.10, 0.06)]
+    assert set(inf.route_seeds(against, up, m=2)) == {"not reproduced (other side)"}
+    tiny = [E(x, x - 0.002, x + 0.002) for x in (0.01, -0.03, 0.04, -0.02, 0.02)]  # mean +0.004, inside +/-0.05
+    assert set(inf.route_seeds(tiny, up)) == {"not reproduced (inside ±SESOI)"}
+    eq = inf.Rule("equivalence", 0.05)
+    assert set(inf.route_seeds(tiny, eq)) == {"reproduced"}
+    assert set(inf.route_seeds([E(x + 0.2, x + 0.19, x + 0.21) for x in (0.01, -0.3, 0.3)], eq)) == {
+        "not reproduced (beyond ±SESOI)"}
+    # the claim: reproducing needs every undecided unit, not reproducing needs one
+    assert V.seeds_to_decide({"a": {"reproduced": 30}, "b": {"not reproduced (other side)": 12}}) == (
+        12, "not reproduced (other side) in b")
+    assert V.seeds_to_decide({"a": {"reproduced": 8}, "b": {"reproduced": 9}}) == (9, "reproduced in every "
+                                                                                      "undecided unit")
+    assert V.seeds_to_decide({"a": {"reproduced": None}}) == (None, "")
+    # in a verdict's basis
+    j = V.a1({"v3": seeds(E(0.3, 0.29, 0.31), E(-0.05, -0.06, -0.04), E(0.35, 0.34, 0.36))},
+             {"v3": same(E(0.0, -0.001, 0.001))}, "masked", "corrected")
+    assert j.verdict == "inconclusive" and "would decide it at the distances observed (reproduced" in j.basis
+
+
 def test_every_outcome_of_every_criterion_is_reached(request):
     """Each claim's function returns each verdict it can return in some test above, except the outcomes
     ``V.UNREACHABLE`` declares impossible, with its reason."""
@@ -604,4 +686,3 @@ def test_every_outcome_of_every_criterion_is_reached(request):
     assert not missing, f"outcomes no test produces: {missing}"
     for cid, why in V.UNREACHABLE.items():
         assert not (why.keys() & SEEN.get(cid, set())), f"{cid} reached an outcome declared unreachable"
-

@@ -128,7 +128,9 @@ def pool(estimates: Sequence[Estimate], level: float = LEVEL) -> Pooled:
     # bootstraps (infinite df), so the decision interval's quantile lies between t(n − 1) and the normal one.
     df = (n - 1) * (var_hk + v_doc) ** 2 / var_hk ** 2 if var_hk > 0 else math.inf
     t_dec = float(sps.t.ppf(0.5 + level / 2, df)) if math.isfinite(df) else float(sps.norm.ppf(0.5 + level / 2))
-    pred = t * math.sqrt(tau2 + v_doc + var_hk)
+    # the prediction interval for a new seed: t with n − 2 df (Higgins, Thompson & Spiegelhalter 2009: τ² and μ̂ are
+    # both estimated), so it is undefined (NaN) below three seeds (docs/statistics.md amendment 18)
+    pred = float(sps.t.ppf(0.5 + level / 2, n - 2)) * math.sqrt(tau2 + v_doc + var_hk) if n >= 3 else math.nan
     return Pooled(n, mu, mu - t_dec * se, mu + t_dec * se, level, se, mu - t * math.sqrt(var_hk),
                   mu + t * math.sqrt(var_hk), tau2, float(y.std(ddof=1)), math.sqrt(v_doc), mu - pred, mu + pred, df)
 
@@ -215,7 +217,7 @@ class UnitResult:
 def judge_unit(unit: str, estimates: Sequence[Estimate], rule: Rule, m: int = 1, level: float = LEVEL) -> UnitResult:
     p = pool(estimates, level)
     corrected = rule.judge(*interval_at(estimates, 1 - (1 - level) / m)) if m > 1 else rule.judge(p.lo, p.hi)
-    crosses = p.n > 1 and any(p.pred_lo < b < p.pred_hi for b in rule.boundaries())
+    crosses = p.n > 2 and any(p.pred_lo < b < p.pred_hi for b in rule.boundaries())  # undefined below 3 seeds
     return UnitResult(unit, rule.judge(p.lo, p.hi), corrected, p, seed_counts(estimates, rule.threshold), crosses)
 
 
@@ -316,6 +318,46 @@ def power_row(estimates: Sequence[Estimate], sesoi: float, distance: float | Non
     if distance is not None:
         row["seeds to detect the observed distance"] = seeds_needed(distance, up, p.doc_sd)
     return row
+
+
+def route_seeds(estimates: Sequence[Estimate], rule: Rule, m: int = 1) -> dict[str, int | None]:
+    """For an undecided unit, the seeds that would decide it by each route its rule has, at the distance observed
+    (docs/statistics.md §5 and amendment 18): "reproduced" (the interval clears the rule's reproducing boundary at
+    the nominal level) and "not reproduced" (it clears the other boundary, or for a claim about a nonzero effect lies
+    inside ±SESOI, at the Bonferroni level 1 − α/m, as ``combine`` reads it). Each is ``seeds_needed`` for the
+    distance from the pooled point to that route's boundary, with the between-seed SD's upper bound; a route the point
+    does not lie on is absent (the observed point would have to move), and None means more than MAX_SEEDS."""
+    n = len(estimates)
+    if n < 2:
+        return {}
+    p = pool(estimates)
+    up, doc = sd_upper(p.between_sd, n), p.doc_sd
+    corrected = 1 - (1 - LEVEL) / m
+    t, d, s, x = rule.threshold, rule.sesoi, rule.side, p.point
+    out: dict[str, int | None] = {}
+
+    def need(distance: float, level: float) -> int | None:
+        return seeds_needed(distance, up, doc, level=level) if distance > 0 else None
+
+    if rule.kind == "superiority":
+        if s * (x - t) > 0 and not (rule.negligible and abs(x - t) < d):
+            out["reproduced"] = need(abs(x - t), LEVEL)
+        if s * (x - t) < 0:
+            out["not reproduced (other side)"] = need(abs(x - t), corrected)
+        if rule.negligible and abs(x - t) < d:
+            out["not reproduced (inside ±SESOI)"] = need(d - abs(x - t), corrected)
+    elif rule.kind == "equivalence":
+        if abs(x - t) < d:
+            out["reproduced"] = need(d - abs(x - t), LEVEL)
+        else:
+            out["not reproduced (beyond ±SESOI)"] = need(abs(x - t) - d, corrected)
+    else:  # non-inferiority: the margin t + side·d, worse beyond it
+        b = t + s * d
+        if s * (b - x) > 0:
+            out["reproduced"] = need(abs(b - x), LEVEL)
+        else:
+            out["not reproduced (beyond the margin)"] = need(abs(x - b), corrected)
+    return out
 
 
 # --- the pre-registered specification and the power table ----------------------------------------------------------

@@ -127,8 +127,9 @@ def _finite(x: float) -> float | None:
     return x if x is not None and math.isfinite(x) else None
 
 
-def unit_evidence(per_seed: PerSeed, r: inf.Rule, res: inf.UnitResult) -> dict[str, Any]:
-    """Each seed's CI and the pooled block: what the verdict rests on, and what describes the seeds beside it."""
+def unit_evidence(per_seed: PerSeed, r: inf.Rule, res: inf.UnitResult, m: int = 1) -> dict[str, Any]:
+    """Each seed's CI and the pooled block: what the verdict rests on, and what describes the seeds beside it; for
+    an undecided unit, the seeds each route would need (``inference.route_seeds``; ``m`` units in the claim)."""
     p = res.pooled
     ests = list(per_seed.values())
     # power against the boundary nearest the point where the verdict changes (the threshold; the margin for
@@ -143,6 +144,8 @@ def unit_evidence(per_seed: PerSeed, r: inf.Rule, res: inf.UnitResult) -> dict[s
               "MDE at these seeds": _finite(pw.get("MDE at these seeds", math.inf)),
               "seeds to detect SESOI": pw.get("seeds to detect SESOI"),
               "seeds to detect the observed distance": pw.get("seeds to detect the observed distance")}
+    if res.verdict == "inconclusive" and p.n > 1:
+        pooled["seeds to decide, by route"] = inf.route_seeds(ests, r, m)
     return {f"s{s}": ci(e) for s, e in per_seed.items()} | {"pooled": pooled}
 
 
@@ -172,7 +175,7 @@ class Parts:
             if key in res:
                 raise ValueError(f"{self.claim}: unit {key!r} is judged twice")
             res[key] = inf.judge_unit(key, list(ps.values()), r, m)
-            ev[key] = unit_evidence(ps, r, res[key])
+            ev[key] = unit_evidence(ps, r, res[key], m)
         return inf.combine(list(res.values())), res, ev
 
 
@@ -195,18 +198,37 @@ def _basis(res: Mapping[str, inf.UnitResult], extra: str = "", combine: str | No
                if sens else "") + extra)
 
 
+def seeds_to_decide(routes: Mapping[str, Mapping[str, int | None]]) -> tuple[int | None, str]:
+    """The seeds that would decide a claim over its undecided units, by the cheapest route (docs/statistics.md
+    amendment 18): "reproduced" needs every undecided unit reproduced (the most any of them needs), "not reproduced"
+    needs one unit not reproduced at the Bonferroni level (the fewest any needs). ``routes``: per undecided unit,
+    ``inference.route_seeds``. Returns (seeds or None for more than MAX_SEEDS, the route in words)."""
+    rep = [r.get("reproduced", -1) for r in routes.values()]
+    reproduce = None if not rep or any(x is None or x == -1 for x in rep) else max(rep)
+    against = [(n, f"{how} in {u}") for u, r in routes.items() for how, n in r.items()
+               if how != "reproduced" and n is not None]
+    best_against = min(against, default=None)
+    if reproduce is not None and (best_against is None or reproduce <= best_against[0]):
+        return reproduce, "reproduced in every undecided unit"
+    if best_against is not None:
+        return best_against
+    return None, ""
+
+
 def undecided(res: Mapping[str, inf.UnitResult], ev: Mapping[str, Any]) -> str:
-    """For an inconclusive verdict: how many seeds would decide each undecided unit at the distance observed from its
-    threshold (docs/statistics.md §5-6), or that more seeds would not."""
-    need = {u: ev[u]["pooled"].get("seeds to detect the observed distance") for u, r in res.items()
-            if r.verdict == "inconclusive" and r.pooled.n > 1}
-    if not need:
+    """For an inconclusive verdict: how many seeds would decide it at the distances observed, by the cheapest route
+    (``seeds_to_decide``: reproduced in every undecided unit, or not reproduced in one, other side or inside ±SESOI,
+    at the Bonferroni level), or that more than MAX_SEEDS would not."""
+    routes = {u: ev[u]["pooled"].get("seeds to decide, by route", {}) for u, r in res.items()
+              if r.verdict == "inconclusive" and r.pooled.n > 1}
+    if not routes:
         return ""
     n = max(r.pooled.n for r in res.values())
-    known = [x for x in need.values() if x is not None]
-    if len(known) < len(need):
-        return f"; undecided at {n} seeds, and more than {inf.MAX_SEEDS} would not decide every undecided unit"
-    return f"; undecided at {n} seeds: about {max(known)} would decide its undecided units at the distances observed"
+    seeds, how = seeds_to_decide(routes)
+    if seeds is None:
+        return (f"; undecided at {n} seeds, and no route decides it within {inf.MAX_SEEDS} seeds at the distances "
+                "observed")
+    return f"; undecided at {n} seeds: about {seeds} would decide it at the distances observed ({how})"
 
 
 def judged(claim: str, parts: Parts, criterion: str, protocol: str, extra: Mapping[str, Any] | None = None,
@@ -302,14 +324,23 @@ def a9(memory_ratio: float, time_ratio: float, short_gap: PerSeed, k: int) -> Ju
     v, res, ev = parts.judge()
     v = verdict(saves and v == "reproduced", not saves or v == "not reproduced")
     r = rule("A9", "costs little over a short run")
+    # beside, never deciding (post hoc, amendment 18): the same gap under section 3's depth-quality SESOI
+    strict_part = "costs little over a short run (section 3 SESOI)"
+    _, sres, sev = Parts("A9").add(strict_part, {"short_gap": short_gap}).judge()
+    strict = verdict(saves and sres["short_gap"].verdict == "reproduced",
+                     not saves or sres["short_gap"].verdict == "not reproduced")
     return Judgement("A9", v, f"at k={k} the benchmark's phantom/full memory and time ratios are <= {A9_RATIO:g} "
                      f"(a measurement on one machine), and {_words(r, 'the short-run NLL gap phantom - full')}, "
                      f"{RULE_TEXT}; not reproduced if a ratio exceeds {A9_RATIO:g} or the gap's interval lies wholly "
                      f"above +{A9_SHORT_MARGIN:g}",
                      ev | {"k": k, "memory_ratio": memory_ratio, "time_ratio": time_ratio,
-                           "saves memory and time": saves}, "corrected",
-                     _basis(res, "; memory and time: one benchmark measurement"),
-                     {"short": res["short_gap"].verdict, "saves": "yes" if saves else "no"})
+                           "saves memory and time": saves,
+                           f"under section 3's SESOI {sesoi('A9', strict_part):g} (post hoc, shown beside)": {
+                               "verdict": strict, "short_gap": sev["short_gap"]}}, "corrected",
+                     _basis(res, "; memory and time: one benchmark measurement; under section 3's SESOI "
+                                 f"{sesoi('A9', strict_part):g} (post hoc, amendment 18) it would be {strict}"),
+                     {"short": res["short_gap"].verdict, "saves": "yes" if saves else "no",
+                      f"short at {sesoi('A9', strict_part):g}": sres["short_gap"].verdict})
 
 
 def a10(long_gap: PerSeed, full_nll: Mapping[int, float], reported_rel: float, short_gap: PerSeed | None = None,
@@ -364,9 +395,11 @@ def q5(last_minus_paper: PerSeed, paper_long_gap: PerSeed) -> Judgement:
     last, under = res["phantom-last - phantom"], res["phantom - full"]
     a = answer(last.verdict == "reproduced" and under.verdict == "reproduced",
                last.verdict_corrected == "not reproduced" or under.verdict_corrected == "not reproduced")
+    r = rule("Q5", "penalty specific to loop-input phantom")
+    nil = f", or inside +/-{r.sesoi:g} nats" if r.negligible else ""
     return Judgement("Q5", a, "yes if phantom-last's long-run NLL is below the paper phantom's (pooled interval "
                      "below 0) while the paper phantom underfits full backprop (above 0); no if either is shown not "
-                     "to hold (the other side of 0, or inside +/-0.05 nats; Bonferroni over the two)", ev,
+                     f"to hold (the other side of 0{nil}; Bonferroni over the two)", ev,
                      "corrected", _basis(res), {u: r.verdict for u, r in res.items()})
 
 
@@ -415,9 +448,11 @@ def q3(residual_gaps: Mapping[str, PerSeed], paper_gaps: Mapping[str, PerSeed]) 
     rv, rres, rev = res_p.judge()
     pv, pres, pev = pap_p.judge()
     a = answer(rv == "not reproduced" and pv == "reproduced", rv == "reproduced")
-    return Judgement("Q3", a, "no if residual-form models keep depth scaling at every size (gap pooled above 0, not "
-                     "inside +/-0.05 nats); yes if they lose it at some size (Bonferroni over sizes) while paper-form "
-                     "models keep it", {"residual": rev, "paper": pev}, "corrected", _basis(rres),
+    r = rule("Q3", "block form drives A1")
+    nil = f", not inside +/-{r.sesoi:g} nats" if r.negligible else ""
+    return Judgement("Q3", a, f"no if residual-form models keep depth scaling at every size (gap pooled above 0{nil}); "
+                     "yes if they lose it at some size (Bonferroni over sizes) while paper-form models keep it",
+                     {"residual": rev, "paper": pev}, "corrected", _basis(rres),
                      {f"residual {u}": r.verdict for u, r in rres.items()})
 
 
@@ -696,20 +731,32 @@ def a14(gaps: Mapping[str, PerSeed]) -> Judgement:
                   f"({', '.join(gaps)}), {RULE_TEXT}", "corrected")
 
 
+def q4_rule(unit: str, side: int) -> inf.Rule:
+    """Q4's rule for one gap: the multi-loop pairs ("... loops ...") read their own row, whose inside ±SESOI ("no")
+    route is withdrawn (amendment 18: paper A's own multi-loop steps lie inside it); the other gaps the general row."""
+    r = spec("Q4", "multi-loop gaps exceed noise" if "loop" in unit else "gaps exceed noise")
+    # a two-sided question read as superiority on the side the pooled gap lies (either side answers "yes")
+    return inf.Rule("superiority", float(r["sesoi"]), float(r["threshold"] or 0), side, r["negligible"] == "yes")
+
+
 def q4(gaps: Mapping[str, PerSeed], name: str) -> Judgement:
     """Do the gaps exceed their noise across seeds? yes: the pooled interval of the ``name`` gap excludes 0; no: it
-    lies inside ±0.02 nats; otherwise inconclusive. Every gap's own answer is in the outcomes."""
-    d = sesoi("Q4", "gaps exceed noise")
+    lies inside ±SESOI (not for the multi-loop pairs, ``q4_rule``); otherwise inconclusive. Every gap's own answer is
+    in the outcomes."""
     ev, outcomes, results = {}, {}, {}
     for u, ps in gaps.items():
-        r = inf.Rule("superiority", d, side=1 if sum(e.point for e in ps.values()) >= 0 else -1)
+        r = q4_rule(u, 1 if sum(e.point for e in ps.values()) >= 0 else -1)
         res = results[u] = inf.judge_unit(u, list(ps.values()), r)
-        p = res.pooled
+        p, d = res.pooled, r.sesoi
         # inside ±SESOI first, as every superiority rule (docs/statistics.md §2): shown to be too small to matter
-        outcomes[u] = "no" if -d < p.lo and p.hi < d else "yes" if p.lo > 0 or p.hi < 0 else "inconclusive"
+        outcomes[u] = ("no" if r.negligible and -d < p.lo and p.hi < d else
+                       "yes" if p.lo > 0 or p.hi < 0 else "inconclusive")
         ev[u] = unit_evidence(ps, r, res) | {"answer": outcomes[u]}
-    return Judgement("Q4", outcomes[name], f"the {name} gap's pooled interval excludes 0 (yes) or lies inside "
-                     f"+/-{d:g} nats (no), {RULE_TEXT}", ev, "corrected",
+    r = q4_rule(name, 1)
+    no = f" or lies inside +/-{r.sesoi:g} nats (no)" if r.negligible else \
+        f" (no 'no' answer: inside +/-{r.sesoi:g} is withdrawn for multi-loop gaps, amendment 18)"
+    return Judgement("Q4", outcomes[name], f"the {name} gap's pooled interval excludes 0 (yes){no}, {RULE_TEXT}",
+                     ev, "corrected",
                      _basis(results, combine=f"each of the {len(results)} gaps answered on its own (the outcomes), "
                             f"the verdict the {name} gap's"), outcomes)
 
@@ -727,8 +774,10 @@ def a15(gaps: Mapping[str, PerSeed]) -> Judgement:
     for u, side in A15_WANT.items():
         parts.add("up to three loops then regresses", {u: gaps[u]},
                   rule("A15", "up to three loops then regresses", side=side))
+    r = rule("A15", "up to three loops then regresses")
+    nil = f" or inside +/-{r.sesoi:g}" if r.negligible else ""
     return judged("A15", parts, "v13 - v10 and v13 - v12 below 0 and v14 - v13 above 0 (real-token suffix NLL; not "
-                  f"reproduced when one is shown the other way or inside +/-0.02), {RULE_TEXT}", "corrected",
+                  f"reproduced when one is shown the other way{nil}), {RULE_TEXT}", "corrected",
                   {u: {f"s{s}": ci(e) for s, e in ps.items()} for u, ps in gaps.items() if u not in A15_WANT})
 
 
@@ -785,7 +834,10 @@ def a20(pad_rates: Mapping[int, Mapping[str, float]], protocol: str, where: str,
     pad rate over all n tokens (statistics.md amendment 13); with some, the count."""
     _units("A20", pad_rates, "a seed's pad rates")
     emits = {f"s{s}": d["PT"] > 0 for s, d in pad_rates.items()}
-    v = "not reproduced" if any(emits.values()) else "reproduced"
+    half = "not reproduced" if any(emits.values()) else "reproduced"
+    # a claim with a half that cannot be tested is at best inconclusive (docs/statistics.md §2, amendments 6 and 18);
+    # one pad still falsifies the claim, since "never emits pad" is then shown false
+    v = "not reproduced" if half == "not reproduced" else "inconclusive"
     bound: dict[str, Any] = {}
     if pt_tokens is not None:
         if set(pt_tokens) != set(pad_rates) or any(int(n) < 1 for n in pt_tokens.values()):
@@ -796,15 +848,16 @@ def a20(pad_rates: Mapping[int, Mapping[str, float]], protocol: str, where: str,
         bound = {"PT tokens generated": n, "PT pads emitted": round(pads)}
         if not any(emits.values()):
             bound["rule-of-three 95% upper bound on the PT pad rate"] = 3 / n
-    return Judgement("A20", v, f"{where}: pre-trained models never emit pad (reproduced when no PT sample of any seed "
-                     "holds a pad; one pad falsifies 'never'); 'generates better than SFT models' is not testable at "
-                     "this scale (no generation-quality measure means something on this corpus; distinct-n is "
-                     "diversity, not quality)",
+    return Judgement("A20", v, f"{where}: pre-trained models never emit pad (this half reproduced when no PT sample "
+                     "of any seed holds a pad; one pad falsifies 'never' and the claim); 'generates better than SFT "
+                     "models' is not testable at this scale (no generation-quality measure means something on this "
+                     "corpus; distinct-n is diversity, not quality), so the claim is at best inconclusive",
                      {f"s{s}": dict(d) for s, d in pad_rates.items()} | bound | {
                          "generates better": "not testable at this scale: a quality judgement (human or a reference "
                                              "model) at the paper scale would test it"}, protocol,
-                     f"pad counts over every seed's samples, {len(pad_rates)} seeds; the quality half not testable",
-                     {"never emits pad": v, "generates better": "not testable"})
+                     f"pad counts over every seed's samples, {len(pad_rates)} seeds; the quality half not testable, "
+                     "so at best inconclusive (amendment 18)",
+                     {"never emits pad": half, "generates better": "not testable"})
 
 
 # --- section 09: negative results ----------------------------------------------------------------------------------
@@ -968,10 +1021,13 @@ def b3(shares: Mapping[str, PerSeed], dense: PerSeed, diffs: Mapping[str, PerSee
         raise ValueError("B3 needs a paired looped - dense difference for every looped model and seed it judges")
     parts = (Parts("B3").add("little correctable", shares)
              .add("unlike dense", {f"{m} looped - dense (paired)": d for m, d in diffs.items()}))
+    post_hoc = ("; this row's probe and truncation were chosen after the three-seed table listed them: post hoc "
+                "(docs/statistics.md amendment 18)") if protocol == "corrected" else ""
     return judged("B3", parts, f"probe {probe}: every looped single-depth calibration share pooled below "
                   f"{SHARE_THRESHOLD:g}, and below the same seed's dense share (dense: the same probe, gap "
-                  f"{dense_gap}; paired looped - dense difference pooled below 0, not inside +/-0.05), {RULE_TEXT}",
-                  protocol, {"dense": {f"s{s}": ci(e) for s, e in dense.items()}, "dense gap": dense_gap,
+                  f"{dense_gap}; {_words(rule('B3', 'unlike dense'), 'paired looped - dense difference')}), "
+                  f"{RULE_TEXT}{post_hoc}", protocol,
+                  {"dense": {f"s{s}": ci(e) for s, e in dense.items()}, "dense gap": dense_gap,
                              "probe": probe, "threshold": SHARE_THRESHOLD})
 
 
@@ -1110,8 +1166,8 @@ def q9(rates: Mapping[str, PerSeed], delta: float, never_certified: Sequence[str
 # Outcomes a claim's function cannot return, with the reason (tests/test_verdicts.py checks every other outcome is
 # reached and these never are).
 UNREACHABLE: dict[str, dict[str, str]] = {
-    "A20": {"inconclusive": "its measurable half is decided by a count (one pad falsifies 'never'); the other half is "
-                            "not testable at this scale and is stated in the criterion"},
+    "A20": {"reproduced": "its quality half is not testable at this scale, so the claim is at best inconclusive "
+                          "(amendment 18); its measurable half's own outcome is in the outcomes"},
     "B6": {"check failed": "the decomposition telescopes by construction; a failure is an error, not a verdict"},
 }
 

@@ -162,10 +162,10 @@ growth
 #
 # NLL(k=1) − NLL(k=K) with its 95% paired document-bootstrap CI, the largest rise of NLL between consecutive swept
 # depths up to K (≤ 0 when the sweep never rises; "monotone to K" allows 0.01 nats), and what iterating past K does
-# (NLL(2K) − NLL(K)). Below, each gap pooled over the training seeds (random effects, HKSJ t-interval with the
-# shared-document term; docs/statistics.md §1): the pooled point and its 95% interval, the SD between seeds, the 95%
-# prediction interval for a new seed, and how many seeds' own CIs lie above or below 0 (a description, not a
-# verdict). With one seed the pooled row is that seed's CI.
+# (NLL(2K) − NLL(K)), per seed (folded beneath the pooled table). Each gap pooled over the training seeds (random
+# effects, HKSJ t-interval with the shared-document term; docs/statistics.md §1): the pooled point and its 95% interval,
+# the SD between seeds, the 95% prediction interval for a new seed, and how many seeds' own CIs lie above or below 0 (a
+# description, not a verdict). With one seed the pooled row is that seed's CI.
 
 # %%
 upto_K = [k for k in depths if k <= K]
@@ -186,7 +186,6 @@ for (name, form, seed), st in stats.items():
                      "monotone to K": monotone_nonincreasing(curve),
                      "NLL(2K) - NLL(K)": getattr(st.nll(2 * K), metric) - getattr(st.nll(K), metric)})
 gaps = rep.table(pd.DataFrame(gaps), "depth_gaps")
-display(gaps)  # noqa: F821 (IPython)
 
 
 def pooled_columns(es):
@@ -197,7 +196,8 @@ def pooled_columns(es):
 
 gap_pooled = rep.table(pd.DataFrame([{"run": n, "block": f, "metric": m, **pooled_columns(es)}
                                      for (n, f, m), es in gap_ests.items()]), "depth_gaps_pooled")
-gap_pooled.round(4)
+display(gap_pooled.round(4))  # noqa: F821 (IPython)
+rep.fold(gaps, "Per seed: each depth gap with its CI and the curve's shape (the rows pooled above)")
 
 # %% [markdown]
 # ## The claims

@@ -260,7 +260,6 @@ a11_parts = rep.table(pd.DataFrame([
      or (e["sft_minus_pt_real"][2] < 0 < e["sft_minus_pt_with_pad"][1])}
     for src, j in (("train-overlap", a11["paper"]), ("heldout", a11["corrected"]))
     for k, e in j.evidence.items() if k[:1] == "s" and k[1:].isdigit()]), "a11_parts")
-display(a11_parts.round(3))  # noqa: F821
 
 t_tr = table[table.source == "train-overlap"].sort_values(["seed", "model"])
 t_ho = table[table.source == "heldout"].sort_values(["seed", "model"])
@@ -271,7 +270,6 @@ for (name, seed), seen in seen_draws.items():
 seen_table = rep.table(pd.DataFrame([{"model": m, "seed": sd, "unseen - seen": e.point, "lo": e.lo, "hi": e.hi,
                                       "positive": e.point > 0, "CI above 0": e.lo > 0}
                                      for m, d in shift.items() for sd, e in d.items()]), "seen_vs_unseen")
-display(seen_table.round(4))  # noqa: F821
 # the two draws' real-token rankings compared within each seed (pooling seeds would rank between-seed differences too)
 draw_tau = {sd: kendall_tau(t_tr[t_tr.seed == sd]["real token"], t_ho[t_ho.seed == sd]["real token"])
             for sd in seeds}
@@ -290,7 +288,9 @@ pooled = rep.table(pd.DataFrame([{"claim": j.claim, "protocol": j.protocol, **r}
                                  for j in (a11["paper"], a11["corrected"], q6) for r in verdicts.forest_rows(j.evidence)
                                  if j.claim == "A11" or r["unit"] == "kendall tau, train-overlap vs held-out"]),
                    "pooled_units")
-pooled.round(3)
+display(pooled.round(3))  # noqa: F821
+rep.fold(a11_parts.round(3), "Per seed: A11's parts on each draw (descriptions; pooled above)")
+rep.fold(seen_table.round(4), "Per model and seed: unseen − seen on the train-overlap draws (Q6's level shift)")
 
 # %%
 # Q6's level shift per model, pooled over seeds (its evidence, a unit per model): what the seen-vs-unseen sentence

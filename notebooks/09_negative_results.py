@@ -105,7 +105,8 @@ rep.chart(alt.vconcat(*[
 #
 # One pass per held-out batch at the trained depth K. Per sequence: the paper's residual (max over every position,
 # pads included) and the masked one (max over real positions), each against the sequence's mean real-target NLL.
-# Per token: each real position's own last-iteration residual against its CE. CIs resample documents.
+# Per token: each real position's own last-iteration residual against its CE. CIs resample documents. The per-seed
+# correlations are folded beneath the pooled table below.
 
 # %%
 probe_rows, probes = [], {}
@@ -121,7 +122,6 @@ for (name, form, seed), r in runs.items():
                            "n": len(x), "r": est.point, "lo": est.lo, "hi": est.hi, "CI above 0": est.lo > 0,
                            "CI below 0": est.hi < 0})
 probe = rep.table(pd.DataFrame(probe_rows), "probe_correlation")
-display(probe.round(3))  # noqa: F821
 
 # %% [markdown]
 # Each r pooled over the training seeds (random effects, HKSJ t-interval with the shared-document term;
@@ -137,7 +137,8 @@ for (form, what, run), g in probe.groupby(["block", "probe", "run"], sort=False)
                         "pooled lo": pr.lo, "pooled hi": pr.hi, "between-seed sd": pr.between_sd,
                         "seeds above 0": inference.seed_counts(es)["seeds above"],
                         "seeds below 0.5": inference.seed_counts(es, 0.5)["seeds below"], "seeds": len(es)})
-rep.table(pd.DataFrame(pooled_rows), "probe_pooled").round(3)
+display(rep.table(pd.DataFrame(pooled_rows), "probe_pooled").round(3))  # noqa: F821
+rep.fold(probe.round(3), "Per seed: each correlation with its CI (the rows pooled above)")
 
 # %% [markdown]
 # Reported (per sequence, pads included, 100 sequences, K = 30):

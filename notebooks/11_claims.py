@@ -32,13 +32,13 @@ from tiedlm_lib.claims import (
     seed_points,
     seed_shortfalls,
 )
-from tiedlm_lib.report import Report, markdown_table
+from tiedlm_lib.report import Report, markdown_table, shown_path
 
 rep = Report("11_claims", scale, figures_dir, paper_dir, seeds=seeds)
 seeds = rep.seeds
 ledger = read_ledger(rep.paper)
 entries = ledger["claims"]
-print(f"scale {scale}: {len(entries)} verdicts in {rep.paper / 'claims.json'}")
+print(f"scale {scale}: {len(entries)} verdicts in {shown_path(rep.paper / 'claims.json')}")
 
 # %% [markdown]
 # ## What changed at this scale
@@ -321,4 +321,4 @@ md += [f"* **{e['id']}** [{e['protocol']}, {e['notebook']}]: {e['criterion']}" f
 md += ["", "## What this reproduction found that the papers did not say", ""]
 md += [f"{i}. {f}" for i, f in enumerate(findings, 1)]
 path = atomic_write_text(rep.paper / "claims.md", "\n".join(md) + "\n")
-print(f"written {path} ({len(table)} rows)")
+print(f"written {shown_path(path)} ({len(table)} rows)")

@@ -39,7 +39,7 @@ import pandas as pd
 from tiedlm_lib import dense, get_run, inference, protocol, verdicts
 from tiedlm_lib.analysis import cached_corpus
 from tiedlm_lib.experiments import experiment
-from tiedlm_lib.report import Report
+from tiedlm_lib.report import Report, shown_path
 from tiedlm_lib.schedules import budget
 from tiedlm_lib.stats import Estimate
 
@@ -140,13 +140,14 @@ if s10.is_file() and n10.is_file():
     # after section 10 (paper.AFTER), and this check catches tables left by an earlier execution on other seeds
     seen = {"probe_shares": sorted(set(t10.seed)), "negative_control": sorted(set(d10.seed))}
     if any(v != sorted(seeds) for v in seen.values()):
-        raise ValueError(f"section 10's tables in {tables} hold the seeds {seen}, not this section's {sorted(seeds)}: "
-                         "execute section 10 on these seeds first (make nb NB=10_depth_control_protocol)")
+        raise ValueError(f"section 10's tables in {shown_path(tables)} hold the seeds {seen}, not this section's "
+                         f"{sorted(seeds)}: execute section 10 on these seeds first "
+                         "(make nb NB=10_depth_control_protocol)")
     beside += pooled_rows(t10[t10.probe.isin(probes) & (t10.schedule == "prefix")], ["model", "probe"],
                           lambda k: f"section 10: {k['model']}, prefix(1) vs prefix(N)")
     beside += pooled_rows(d10[d10.probe.isin(probes)], ["dense gap", "probe"],
                           lambda k: f"section 10: 5-layer dense, {k['dense gap']}")
-    print("section 10's rows read from", tables)
+    print("section 10's rows read from", shown_path(tables))
 else:
     print(f"section 10 has not been executed at scale {scale} (no {s10.name}): the dense Llama's rows alone")
 beside_df = rep.table(pd.DataFrame(beside), "beside_section_10")
@@ -177,7 +178,7 @@ beside_df
 
 # %%
 the_dense_run_dir = Path(dense.run_dir(scale, seeds[0]))
-print(f"this section's first checkpoint, readable by the command: {the_dense_run_dir}")
+print(f"this section's first checkpoint, readable by the command: {shown_path(the_dense_run_dir)}")
 near = max(k for k in pooled.k if k < L)  # the nearest-full truncation of the grid
 rep.fact("near_k", "pooled_shares", "k", {"probe": probes[1], "k": near}, agg="only")
 shallow = min(pooled.k)

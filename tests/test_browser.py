@@ -1,6 +1,7 @@
 """The HTML paper in a real browser: build it at smoke scale (two sections plus the claims ledger) and load the index
 in headless Chromium; the figures and the claims table must be in the rendered page, and nothing may be fetched
-from the network."""
+from the network. Every page, the smoke build's and the committed cpu paper's, must fit a 1280 px window: no table,
+figure or printed line running off its column or scrolling sideways in its box."""
 
 from __future__ import annotations
 
@@ -217,6 +218,10 @@ SELF_CHECK = """<script>window.addEventListener('load', () => {
   const col = document.body.getBoundingClientRect();
   r.spill = [...document.querySelectorAll('table'), ...figs].filter(e => { const b = e.getBoundingClientRect();
     return !scrolls(e.parentElement) && (b.right > col.right + 1 || b.left < col.left - 1); }).length;
+  // content wider than its own box, whether the box clips it or scrolls it: a printed line or a table that runs off
+  // the right edge of the page's column at this width (issue 54)
+  r.clipped = [...document.querySelectorAll('body *')].filter(e => !e.closest('svg') && e.clientWidth > 0 &&
+    getComputedStyle(e).overflowX !== 'visible' && e.scrollWidth > e.clientWidth + 1).length;
   // a code block showing an escaped entity (&quot; as text) was escaped twice
   r.entities = [...document.querySelectorAll('pre, code')].filter(e => /&(quot|lt|gt|amp|#[0-9]+|#x[0-9a-f]+);/i
     .test(e.textContent)).length;
@@ -244,13 +249,17 @@ def test_the_page_checks_catch_what_they_look_for(tmp_path):
            "<svg width='0' height='0'></svg></div><div data-mime-type='application/vnd.jupyter.stderr'>x</div>"
            "<div style='overflow:hidden'><table style='width:900px'><tr><td>clipped</td></tr></table></div>"
            "<div style='overflow-x:auto'><table style='width:900px'><tr><td>scrolls</td></tr></table></div>"
+           f"<pre style='overflow-x:auto'>{'a printed line that runs off the page ' * 10}</pre>"
            "<pre><code>f&amp;quot;{x}&amp;quot;</code></pre><pre><code>a &lt; b</code></pre></body></html>")
     r = _self_check(_chromium(), bad, tmp_path / "bad.html")
-    assert r == {"overflow": True, "figures": 1, "empty": 1, "errors": 1, "spill": 1, "entities": 2}
-    good = ("<html><body style='width:600px'><div style='overflow-x:auto'><table style='width:900px'><tr><td>x"
-            "</td></tr></table></div><pre><code>a &lt; b and f\"{x}\"</code></pre></body></html>")
-    assert _self_check(_chromium(), good, tmp_path / "good.html") == {"overflow": False, "figures": 0, "empty": 0,
-                                                                      "errors": 0, "spill": 0, "entities": 0}
+    # clipped: the hidden table, the table that scrolls in its box and the printed line that scrolls in its block
+    assert r == {"overflow": True, "figures": 1, "empty": 1, "errors": 1, "spill": 1, "clipped": 3, "entities": 2}
+    good = ("<html><body style='width:600px'><div style='overflow-x:auto'><table style='width:500px'><tr><td>x"
+            "</td></tr></table></div><pre><code>a &lt; b and f\"{x}\"</code></pre>"
+            f"<pre style='white-space:pre-wrap;overflow-x:auto'>{'a printed line that wraps ' * 10}</pre>"
+            "</body></html>")
+    assert _self_check(_chromium(), good, tmp_path / "good.html") == {
+        "overflow": False, "figures": 0, "empty": 0, "errors": 0, "spill": 0, "clipped": 0, "entities": 0}
 
 
 def test_every_page_reads_cleanly_in_the_browser(smoke_paper, tmp_path):
@@ -275,6 +284,7 @@ def test_every_page_reads_cleanly_in_the_browser(smoke_paper, tmp_path):
         assert r["empty"] == 0, f"{page.name}: {r['empty']} of {r['figures']} figures have no rendered size"
         assert r["errors"] == 0, f"{page.name}: {r['errors']} stderr or error boxes"
         assert r["spill"] == 0, f"{page.name}: {r['spill']} tables or figures overflow their box"
+        assert r["clipped"] == 0, f"{page.name}: {r['clipped']} boxes hold content wider than they are"
         assert r["entities"] == 0, f"{page.name}: {r['entities']} code blocks show an escaped entity"
     section = next(p for p in pages if p.name != "index.html")
     for page, name in ((html_dir / "index.html", "index.png"), (section, "section.png")):
@@ -283,3 +293,35 @@ def test_every_page_reads_cleanly_in_the_browser(smoke_paper, tmp_path):
                             "--window-size=1280,1600", f"--screenshot={shot}", page.as_uri()], capture_output=True,
                            text=True, timeout=180)
         assert r.returncode == 0 and shot.is_file() and shot.stat().st_size > 10_000, r.stderr[-2000:]
+
+
+def test_the_committed_pages_fit_a_1280_px_window(tmp_path):
+    """The committed cpu paper as a reader opens it: no page wider than the window, no table, figure or printed line
+    running off its column or hidden in a box that scrolls sideways, no stderr box, no figure without a size."""
+    browser = _chromium()
+    pages = sorted((ROOT / "paper" / "cpu" / "html").glob("*.html"))
+    assert len(pages) >= 3
+    bad = {}
+    for page in pages:
+        r = _self_check(browser, page.read_text(), tmp_path / page.name)
+        problems = {k: r[k] for k in ("overflow", "spill", "clipped", "empty", "errors", "entities") if r[k]}
+        if problems:
+            bad[page.name] = problems
+    assert not bad, f"pages that do not read cleanly at 1280 px: {bad}"
+
+
+def test_the_smoke_sections_show_every_paragraph_of_their_prose(smoke_paper):
+    """The sections this suite executes show every paragraph their prose.json holds (a cell's earlier rep.prose
+    calls included), and name no path of the machine that executed them."""
+    from tiedlm_lib.paper import machine_paths, missing_paragraphs
+
+    tables = ROOT / "paper" / "smoke" / "tables"
+    executed = ("01_architecture", "11_claims")  # by the smoke_paper fixture, in this run
+    prose = {s: tables / f"{s}-prose.json" for s in executed if (tables / f"{s}-prose.json").is_file()}
+    assert prose, "no executed section with prose"
+    for section, path in prose.items():
+        page = (smoke_paper.parent / f"{section}.html").read_text()
+        assert missing_paragraphs(page, json.loads(path.read_text())) == [], section
+    for section in executed:
+        assert not machine_paths((smoke_paper.parent / f"{section}.html").read_text()), section
+        assert not machine_paths((ROOT / "paper" / "smoke" / f"{section}.ipynb").read_text()), section

@@ -157,6 +157,7 @@ def execute(scale: str, only: list[str] | None = None, root: Path | None = None,
             partial.parent.mkdir(parents=True, exist_ok=True)
             pm.execute_notebook(str(nb), str(partial), parameters={**params, **budgets.get(nb.stem, {})},
                                 kernel_name="python3", progress_bar=False, log_output=False)
+            _without_machine_paths(partial, root, out_dir / nb.name)
             os.replace(partial, out_dir / nb.name)
         except pm.PapermillExecutionError as e:
             raise NotebookFailed(f"{nb.stem} failed in cell {e.cell_index} (execution count {e.exec_count}): "
@@ -267,6 +268,78 @@ def _record_timing(path: Path, timing: dict) -> None:
     atomic_write_text(path, json.dumps(sorted(old.values(), key=lambda t: t["notebook"]), indent=1))
 
 
+# An absolute path of the executing machine (issue 54): none may reach a page, a table or the ledger. A path begins
+# after a character that cannot precede one in prose or code (so not inside a URL or base64 data).
+ABSOLUTE_PATH = re.compile(r"(?<![\w./+~])(?:/(?:home|root|work|tmp|Users)/[^\s\"'<>)\]},;]*|[A-Za-z]:\\[^\s\"'<>]*)")
+_KERNEL_CELL = re.compile(r"/tmp/ipykernel_\d+/\d+\.py")
+_SITE_PACKAGES = re.compile(r"(?<![\w./+~])/[^\s\"'<>]*?/site-packages/")
+
+
+def relative_paths(text: str, roots) -> str:
+    """``text`` with the executing machine's paths made project-relative: a path under one of ``roots`` (the
+    project's folders on the machines that executed or render it) relative to it, a library's path from its
+    ``site-packages/``, a kernel cell's temporary file as ``<cell>``, the home folder as ``~``."""
+    for r in sorted({str(Path(r)) for r in roots if r and str(r) != "/"}, key=len, reverse=True):
+        at = r"(?<![\w./+~])" + re.escape(r)
+        text = re.sub(at + r"(?![\w-])(?!\.\w)/?", lambda m: "" if m.group(0).endswith("/") else ".", text)
+    text = _KERNEL_CELL.sub("<cell>", text)
+    text = _SITE_PACKAGES.sub("site-packages/", text)
+    home = str(Path.home())
+    if home not in ("/", ""):
+        text = re.sub(r"(?<![\w./+~])" + re.escape(home) + r"/", "~/", text)
+    return text
+
+
+def machine_paths(text: str) -> list[str]:
+    """The absolute paths of an executing machine in ``text`` (``ABSOLUTE_PATH``), each once."""
+    return list(dict.fromkeys(m.group(0) for m in ABSOLUTE_PATH.finditer(text)))
+
+
+def _map_strings(node, fn):
+    if isinstance(node, str):
+        return fn(node)
+    if isinstance(node, list):
+        return [_map_strings(x, fn) for x in node]
+    if isinstance(node, dict):
+        return type(node)({k: _map_strings(v, fn) for k, v in node.items()})
+    return node
+
+
+def _without_machine_paths(path: Path, root: Path, final: Path) -> None:
+    """An executed notebook rewritten with project-relative paths: papermill's record of its input and output, and
+    every output a cell printed (``relative_paths``)."""
+    import nbformat
+
+    nb = nbformat.read(path, as_version=4)
+    nb = nbformat.from_dict(_map_strings(nb, lambda t: relative_paths(t, [root])))
+    pm_meta = nb.metadata.get("papermill")
+    if isinstance(pm_meta, dict) and pm_meta.get("output_path"):
+        with contextlib.suppress(ValueError):
+            pm_meta["output_path"] = Path(final).resolve().relative_to(root).as_posix()
+    nbformat.write(nb, path)
+
+
+def executing_roots(nb) -> list[str]:
+    """The project folders a notebook was executed in, from papermill's record of its input path
+    (``<root>/notebooks/<name>.ipynb``) where that is absolute."""
+    src = str(nb.metadata.get("papermill", {}).get("input_path") or "")
+    p = Path(src)
+    return [str(p.parent.parent)] if p.is_absolute() and p.parent.name == "notebooks" else []
+
+
+def check_no_machine_paths(pdir: Path) -> None:
+    """Refuse (ValueError naming the file and the path) a table or ledger file of ``paper/<name>/`` that names an
+    absolute path of the executing machine."""
+    files = [*sorted(pdir.glob("*.json")), *sorted(pdir.glob("*.md")), *sorted(pdir.glob("*.csv")),
+             *sorted((pdir / "tables").glob("*"))]
+    for f in files:
+        if f.is_file():
+            found = machine_paths(f.read_text(errors="replace"))
+            if found:
+                raise ValueError(f"{f} names an absolute path of the executing machine ({found[0]}): write it "
+                                 "relative to the project (report.shown_path)")
+
+
 _REMOTE = re.compile(r"<script[^>]*\bsrc=[\"']https?://[^>]*>\s*</script>|<link[^>]*\bhref=[\"']https?://[^>]*>",
                      re.I)
 
@@ -321,15 +394,22 @@ def rows_html(rows: list[dict], table_id: str) -> str:
             "</table></div>")
 
 
-def figure_caption(svg: str, stem: str) -> str:
-    """What a figure shows, from the chart itself: its axes' titles (``Y against X``, as vega writes them into the
-    svg's aria labels), after the section it belongs to, linked. The file name stays in the link's title."""
+def figure_description(svg: str, fallback: str) -> str:
+    """What a chart shows, from the chart itself: its axes' titles (``Y against X``, as vega writes them into the
+    svg's aria labels), entities decoded; ``fallback`` for a chart without axis titles. A figure's caption on the
+    index and its alt text on the section's page."""
     def unique(xs):  # the svg's attribute text, entities decoded (escaped once, for the page)
         return list(dict.fromkeys(html.unescape(x) for x in xs if x))
 
     ys = unique(re.findall(r"Y-axis titled '([^']*)'", svg))
     xs = unique(re.findall(r"X-axis titled '([^']*)'", svg))
-    what = f"{' / '.join(ys)} against {' / '.join(xs)}" if ys and xs else " / ".join(ys or xs) or stem
+    return f"{' / '.join(ys)} against {' / '.join(xs)}" if ys and xs else " / ".join(ys or xs) or fallback
+
+
+def figure_caption(svg: str, stem: str) -> str:
+    """What a figure shows (``figure_description``), after the section it belongs to, linked. The file name stays in
+    the link's title."""
+    what = figure_description(svg, stem)
     section = stem.split("-", 1)[0]
     return (f"<a href='{_esc(section)}.html' title='{_esc(stem)}'>§{_esc(section[:2])}</a> · "
             f"{_esc(what)}")
@@ -337,7 +417,31 @@ def figure_caption(svg: str, stem: str) -> str:
 
 def _inline_svg(path: Path) -> str:
     svg = re.sub(r"^<\?xml[^>]*>\s*", "", path.read_text())
-    return re.sub(r"<svg\b", "<svg style='max-width:100%;height:auto'", svg, count=1)
+    label = _esc(figure_description(svg, path.stem))
+    return re.sub(r"<svg\b", f"<svg role='img' aria-label='{label}' style='max-width:100%;height:auto'", svg, count=1)
+
+
+NBCONVERT_ALT = "No description has been provided for this image"  # nbconvert's alt for an image without one
+_IMG = re.compile(r"<img\b[^>]*>")
+
+
+def describe_figures(page: str, fallback: str) -> str:
+    """Every figure of a section's page with the alt text of its caption (``figure_description``: the chart's
+    axis titles) instead of nbconvert's default; an image that is not a chart gets ``fallback``."""
+    import base64
+
+    def alt(m: re.Match) -> str:
+        tag = m.group(0)
+        if f'alt="{NBCONVERT_ALT}"' not in tag:
+            return tag
+        src = re.search(r'src="data:image/svg\+xml;base64,([^"]+)"', tag)
+        what = fallback
+        if src:
+            with contextlib.suppress(ValueError, UnicodeDecodeError):
+                what = figure_description(base64.b64decode(src.group(1)).decode("utf-8"), fallback)
+        return tag.replace(f'alt="{NBCONVERT_ALT}"', f'alt="{html.escape(what, quote=True)}"')
+
+    return _IMG.sub(alt, page)
 
 
 STYLE = """body{font-family:system-ui,sans-serif;max-width:1100px;margin:2em auto;padding:0 1em;line-height:1.45}
@@ -354,7 +458,9 @@ SECTION_STYLE = """<style>
 details.tiedlm-code{margin:.3em 0 .3em 0}details.tiedlm-code summary{cursor:pointer;color:#555;font-size:.85em}
 details.tiedlm-code pre{background:#f6f8fa;padding:.6em;overflow-x:auto;font-size:.8em}
 .jp-RenderedHTMLCommon table,.jp-OutputArea-output table{display:block;overflow-x:auto;max-width:100%}
-.jp-OutputArea-output pre{overflow-x:auto;white-space:pre}
+.jp-OutputArea-output td,.jp-OutputArea-output th{padding:.3em .45em}.jp-OutputArea-output th{overflow-wrap:anywhere}
+.jp-OutputArea-output pre{white-space:pre-wrap;overflow-wrap:anywhere}
+details.tiedlm-rows{margin:.3em 0 .8em 0}details.tiedlm-rows summary{cursor:pointer;color:#555;font-size:.9em}
 .jp-OutputArea-output svg,.jp-OutputArea-output img{max-width:100%;height:auto}
 a.gloss{color:inherit;text-decoration:underline dotted}
 </style>"""
@@ -368,10 +474,113 @@ def _nav(sections: list[tuple[str, str]], i: int) -> str:
     return f"<nav class='tiedlm-nav'>{prev}<a href='index.html'>index</a>{nxt}</nav>"
 
 
-def prepare_for_reading(nb, executed_with: dict) -> None:
+def drop_row_numbers(table_html: str) -> str:
+    """A pandas table's HTML without the integer row numbers pandas prints as its first column when the rows have
+    no index of their own (an unnamed, single-level integer index); a table with a meaningful index is unchanged.
+    For outputs executed before ``report.setup_tables`` hid them."""
+    if 'class="dataframe"' not in table_html:
+        return table_html
+    from bs4 import BeautifulSoup
+
+    soup = BeautifulSoup(table_html, "html.parser")
+    changed = False
+    for table in soup.find_all("table", class_="dataframe"):
+        head = table.find("thead")
+        body = table.find("tbody")
+        if head is None or body is None:
+            continue
+        head_rows, body_rows = head.find_all("tr"), body.find_all("tr")
+        heads = [r.find_all(["th", "td"], recursive=False) for r in head_rows]
+        # a header row naming the index (its first cell alone not empty) says the row labels mean something; a
+        # first cell beside column headers is the columns' own name, which goes with the row numbers' column
+        if not body_rows or any(not h or h[0].name != "th" for h in heads) or any(
+                h[0].get_text(strip=True) and not any(x.get_text(strip=True) for x in h[1:]) for h in heads):
+            continue
+        firsts = [h[0] for h in heads]
+        cells = [r.find_all(["th", "td"], recursive=False) for r in body_rows]
+        if not all(c and c[0].name == "th" and sum(x.name == "th" for x in c) == 1
+                   and re.fullmatch(r"-?\d+|\.\.\.", c[0].get_text(strip=True)) for c in cells):
+            continue
+        for f in firsts:
+            f.decompose()
+        for c in cells:
+            c[0].decompose()
+        changed = True
+    return str(soup) if changed else table_html
+
+
+def _table_shape(output) -> tuple[list[str], int] | None:
+    """The column headers (all header rows' cells) and row count of the table an output shows; None if it shows
+    none."""
+    page = output.get("data", {}).get("text/html") if output.get("output_type") in ("display_data",
+                                                                                     "execute_result") else None
+    if not page or "<table" not in page:
+        return None
+    from bs4 import BeautifulSoup
+
+    table = BeautifulSoup(page if isinstance(page, str) else "".join(page), "html.parser").find("table")
+    if table is None or table.find_parent("details") is not None:
+        return None
+    head, body = table.find("thead"), table.find("tbody")
+    cols = [c.get_text(strip=True) for c in head.find_all(["th", "td"])] if head else []
+    return cols, len(body.find_all("tr")) if body else 0
+
+
+def fold_per_seed(outputs: list, names: dict | None = None) -> list:
+    """A cell's outputs with its per-seed tables (a ``seed`` column) that stand above the pooled table the verdicts
+    read (a table of the same cell without one) moved beneath it, each folded in a details element whose summary
+    names it (``names``: its columns, as a tuple, to the table's saved name). For outputs executed before the
+    sections folded them (``Report.fold``)."""
+    import nbformat
+
+    shapes = [_table_shape(o) for o in outputs]
+    seeded = [i for i, sh in enumerate(shapes) if sh and "seed" in sh[0]]
+    if not seeded:
+        return outputs
+    pooled = [i for i, sh in enumerate(shapes) if sh and "seed" not in sh[0] and i > seeded[0]]
+    if not pooled:
+        return outputs
+    beneath = pooled[-1]
+    moving = [i for i in seeded if i < beneath]
+    folded = []
+    for i in moving:
+        cols, n = shapes[i]
+        name = (names or {}).get(tuple(c for c in cols if c))
+        what = f"table {html.escape(name)}, the rows pooled above" if name else "the rows pooled above"
+        page = outputs[i]["data"]["text/html"]
+        page = page if isinstance(page, str) else "".join(page)
+        folded.append(nbformat.v4.new_output("display_data", data={
+            "text/html": f"<details class='tiedlm-rows'><summary>Per seed: {what} ({n} rows)</summary>{page}"
+                         "</details>"}))
+    out = []
+    for i, o in enumerate(outputs):
+        if i not in moving:
+            out.append(o)
+        if i == beneath:
+            out += folded
+    return out
+
+
+def saved_tables(pdir: Path, stem: str) -> dict:
+    """A section's saved tables by their columns: {(column, ...): name} for ``tables/<stem>-<name>.csv`` (a shape
+    two tables share names neither)."""
+    import csv
+
+    found: dict = {}
+    for f in sorted((pdir / "tables").glob(f"{stem}-*.csv")):
+        with f.open(newline="") as fh:
+            cols = tuple(next(csv.reader(fh), []))
+        name = f.stem.split("-", 1)[1]
+        found[cols] = None if cols in found else name
+    return {k: v for k, v in found.items() if v}
+
+
+def prepare_for_reading(nb, executed_with: dict, tables: dict | None = None) -> None:
     """A section as a reader wants it (in place): each code cell's source folded into a details element above its
     outputs, the papermill-injected parameters cell dropped (its values annotated on the parameters cell, so the
-    parameters appear once), and stderr streams (progress bars, library warnings) removed."""
+    parameters appear once), stderr streams (progress bars, library warnings) removed, pandas' row numbers dropped
+    from its tables (``drop_row_numbers``), and per-seed tables that stand above their pooled table folded beneath it
+    (``fold_per_seed``; ``tables``: the section's saved tables by their columns, to name them)."""
     import nbformat
 
     cells = []
@@ -385,6 +594,12 @@ def prepare_for_reading(nb, executed_with: dict) -> None:
                 src += "\n# executed with: " + "; ".join(f"{k} = {v!r}" for k, v in executed_with.items())
             c.outputs = [o for o in c.get("outputs", []) if not (o.get("output_type") == "stream"
                                                                    and o.get("name") == "stderr")]
+            for o in c.outputs:
+                data = o.get("data", {})
+                if "text/html" in data:
+                    page = data["text/html"]
+                    data["text/html"] = drop_row_numbers(page if isinstance(page, str) else "".join(page))
+            c.outputs = fold_per_seed(c.outputs, tables)
             if src.strip():
                 label = "parameters" if "parameters" in tags else "code"
                 # one line: a blank line inside a Markdown HTML block ends it, and the rest would be parsed as
@@ -412,21 +627,67 @@ def render_html(scale: str, root: Path | None = None, name: str | None = None) -
         raise FileNotFoundError(f"no executed notebooks in {pdir}: run `make paper SCALE={scale}` first")
     exporter = HTMLExporter(template_name="lab", exclude_input=True, exclude_input_prompt=True,
                             exclude_output_prompt=True)
+    check_no_machine_paths(pdir)
     books = [(p, nbformat.read(p, as_version=4)) for p in executed]
     sections = [(p.stem, _title(nb)) for p, nb in books]
     anchored = set()
+    here = str(root.resolve())
     for i, (p, nb) in enumerate(books):
-        prepare_for_reading(nb, _cell_parameters(nb.cells, ("injected-parameters",)))
+        # outputs printed before the notebooks wrote project-relative paths: made relative here (issue 54)
+        roots = [here, *executing_roots(nb)]
+        nb = nbformat.from_dict(_map_strings(nb, lambda t, roots=roots: relative_paths(t, roots)))
+        prepare_for_reading(nb, _cell_parameters(nb.cells, ("injected-parameters",)), saved_tables(pdir, p.stem))
         body, _ = exporter.from_notebook_node(nb)
+        body = describe_figures(body, f"a figure of {sections[i][1]}")
         nav = _nav(sections, i)
         body = body.replace("</head>", SECTION_STYLE + "</head>", 1)
         body = re.sub(r"(<body[^>]*>)", lambda m, nav=nav: m.group(1) + nav, body, count=1)
         body = body.replace("</body>", nav + "</body>", 1)
         if 'id="The-claims"' in body:
             anchored.add(p.stem)
-        atomic_write_text(out / f"{p.stem}.html", _offline(link_first_uses(body)))
-    atomic_write_text(out / "glossary.html", glossary_page(STYLE))
-    return atomic_write_text(out / "index.html", link_first_uses(_index(scale, root, name, sections, anchored)))
+        atomic_write_text(out / f"{p.stem}.html", _checked(_offline(link_first_uses(body)), out / f"{p.stem}.html"))
+    atomic_write_text(out / "glossary.html", _checked(glossary_page(STYLE), out / "glossary.html"))
+    index = link_first_uses(_index(scale, root, name, sections, anchored))
+    return atomic_write_text(out / "index.html", _checked(index, out / "index.html"))
+
+
+def _plain(text: str) -> str:
+    return " ".join(html.unescape(text).split())
+
+
+def page_text(page: str) -> str:
+    """What a reader reads on a section's page: its text without tags, code (the folded sources) or styles, entities
+    decoded, whitespace collapsed."""
+    from bs4 import BeautifulSoup
+
+    soup = BeautifulSoup(page, "html.parser")
+    for e in soup.select("details.tiedlm-code, script, style"):
+        e.decompose()
+    return _plain(soup.get_text(""))
+
+
+def missing_paragraphs(page: str, prose: list[dict]) -> list[str]:
+    """The paragraphs of a section's generated prose (its ``tables/<section>-prose.json``) that its page does not
+    show, each as its heading and opening words; [] when every one is on the page."""
+    from nbconvert.filters.markdown_mistune import markdown2html_mistune
+
+    text = page_text(page)
+    out = []
+    for entry in prose:
+        for i, para in enumerate(p for p in re.split(r"\n\s*\n", entry["text"]) if p.strip()):
+            md = f"**{entry['heading']}.** {para}" if i == 0 else para
+            if page_text(markdown2html_mistune(md)) not in text:
+                out.append(f"{entry['heading']}: {' '.join(para.split()[:8])} ...")
+    return out
+
+
+def _checked(page: str, where: Path) -> str:
+    """The page, refused (ValueError naming it and the path) if it still names a path of the executing machine."""
+    found = machine_paths(page)
+    if found:
+        raise ValueError(f"{where} would show an absolute path of the executing machine ({found[0]}): print it "
+                         "relative to the project (report.shown_path)")
+    return page
 
 
 def _index(scale: str, root: Path, name: str, sections: list[tuple[str, str]], anchored: set[str]) -> str:
@@ -461,9 +722,11 @@ Fundamental Trade-off") and paper B ("Beyond Depth Truncation", the Depth Contro
 for every change:</p>{card_html(scale)}
 <h2>Sections</h2><ol>{secs}</ol><p>Terms are defined in the <a href='glossary.html'>glossary</a>; each
 page links a term's first use to it.</p>
-<h2>What this scale can test</h2><p>Per verdict: whether every unit it rests on could detect the claim's
-smallest effect of interest at the seeds it has (its MDE at most its SESOI), and what would test it
-(<code>tiedlm_lib.testability</code>, from the ledger).</p>{rows_html(testability(ledger), "testability")}
+<h2>What this scale can test</h2><p>Per verdict: for a decided one, what would change it (a new seed, where a
+unit is seed-sensitive); for an undecided one, whether every unit it rests on could detect the claim's smallest
+effect of interest at the seeds it has (its MDE at most its SESOI) and the seeds of the cheapest route that would
+decide it; and what this scale cannot reach (<code>tiedlm_lib.testability</code>, from the ledger;
+docs/statistics.md amendment 18).</p>{rows_html(testability(ledger), "testability")}
 <h2>Claims ledger</h2><p>{len(ledger.get('claims', []))} verdicts from the sections
 {'(also as <a href="../claims.md">claims.md</a>)' if claims_md.is_file() else ''}.</p>
 {claims_table(ledger, anchored)}

@@ -13,7 +13,7 @@ from . import claims as _claims
 from .atomic import atomic_write, atomic_write_text
 from .experiments import check_seeds, get_scale
 from .experiments import extended_seeds as extended_seeds_of
-from .paths import project_root
+from .paths import project_root, runs_dir
 from .verdicts import Judgement, spread_lines
 
 
@@ -61,6 +61,109 @@ def readability_problems(text: str, where: str = "text") -> list[str]:
                 out.append(f"{where}: a sentence of {n} words (at most {MAX_SENTENCE_WORDS}): "
                            f"{' '.join(sent.split()[:8])} ...")
     return out
+
+
+def shown_path(path: str | Path) -> str:
+    """A path as a page may print it: relative to the project (``paper/cpu/claims.json``), or to the runs folder
+    (``$TIEDLM_RUNS/...``) where that lies elsewhere; never the executing machine's absolute path (issue 54). A path
+    outside both shows its name alone."""
+    p = Path(path).resolve()
+    for base, label in ((project_root().resolve(), ""), (Path(runs_dir()).resolve(), "$TIEDLM_RUNS/")):
+        try:
+            rel = p.relative_to(base)
+        except ValueError:
+            continue
+        return label + (rel.as_posix() if str(rel) != "." else ".")
+    return p.name
+
+
+class Paragraph:
+    """A generated paragraph (``Report.prose``), shown once: ``prose`` displays it as it is made, so every paragraph
+    of a cell reaches the page (a cell shows only its last value, and the earlier paragraphs of a cell were lost;
+    issue 54); as a cell's value it shows nothing more. ``data``: its Markdown."""
+
+    def __init__(self, data: str):
+        self.data = data
+        self.shown = False
+
+    def _ipython_display_(self) -> None:
+        if self.shown:
+            return
+        self.shown = True
+        from IPython.display import Markdown, display
+
+        display(Markdown(self.data))
+
+    def __str__(self) -> str:
+        return self.data
+
+    def __repr__(self) -> str:
+        return f"Paragraph({self.data!r})"
+
+
+def _in_ipython() -> bool:
+    try:
+        from IPython.core.interactiveshell import InteractiveShell
+    except ImportError:
+        return False
+    return InteractiveShell.initialized()
+
+
+def frame_html(df) -> str | None:
+    """A DataFrame as a page shows it: without the integer row numbers pandas prints as a first column when the rows
+    have no index of their own (an unnamed integer index); None (pandas' own rendering) for a meaningful index."""
+    import pandas as pd
+
+    idx = df.index
+    if isinstance(idx, pd.MultiIndex) or idx.name is not None or not pd.api.types.is_integer_dtype(idx.dtype):
+        return None
+    max_rows = pd.get_option("display.max_rows")
+    if max_rows and len(df) > max_rows:  # as pandas shows a long frame: its first and last min_rows / 2 rows
+        max_rows = pd.get_option("display.min_rows") or max_rows
+    return df.to_html(notebook=True, index=False, max_rows=max_rows, max_cols=pd.get_option("display.max_columns"),
+                      show_dimensions=pd.get_option("display.show_dimensions"))
+
+
+def setup_tables() -> None:
+    """Tables shown in the notebook without pandas' row numbers (``frame_html``): registered on the running IPython
+    shell, so a section's every DataFrame (its cells' values and ``display``) reads as a paper's table."""
+    if not _in_ipython():
+        return
+    import pandas as pd
+    from IPython import get_ipython
+
+    shell = get_ipython()
+    if shell is not None:
+        # a registered printer that returns None leaves the output without HTML: pandas' own for a meaningful index
+        shell.display_formatter.formatters["text/html"].for_type(pd.DataFrame,
+                                                                 lambda df: frame_html(df) or df._repr_html_())
+
+
+class Folded:
+    """Rows a reader may open: a table inside a ``<details>`` element whose summary names it, shown beneath the
+    table that pools it (``Report.fold``); shown once, like ``Paragraph``."""
+
+    def __init__(self, df, summary: str):
+        self.df, self.summary = df, summary
+        self.shown = False
+
+    def html(self) -> str:
+        import html as _html
+
+        table = frame_html(self.df) or self.df.to_html(notebook=True)
+        return (f"<details class='tiedlm-rows'><summary>{_html.escape(self.summary)} ({len(self.df)} rows)</summary>"
+                f"{table}</details>")
+
+    def _ipython_display_(self) -> None:
+        if self.shown:
+            return
+        self.shown = True
+        from IPython.display import display
+
+        display({"text/html": self.html(), "text/plain": repr(self)}, raw=True)
+
+    def __repr__(self) -> str:
+        return f"{self.summary} ({len(self.df)} rows)"
 
 
 def setup_altair() -> None:
@@ -147,6 +250,7 @@ class Report:
         self.figures = Path(figures_dir) if figures_dir else root / "figures" / scale
         self.paper = Path(paper_dir) if paper_dir else root / "paper" / scale
         setup_altair()
+        setup_tables()
         # This run records the section's whole set of verdicts, but its old entries are removed only when it records
         # its first one: a section computes for minutes to hours before it judges, and a run that fails (or is cut
         # off) before then leaves the ledger as it was instead of without the section's claims.
@@ -168,6 +272,18 @@ class Report:
         atomic_write(base.with_suffix(".csv"), lambda tmp: df.to_csv(tmp, index=False))
         atomic_write_text(base.with_suffix(".md"), markdown_table(df))
         return df
+
+    def fold(self, df, summary: str) -> Folded:
+        """Show ``df`` folded (a ``<details>`` element whose summary is ``summary``, with its row count): the per-seed
+        rows beneath the pooled table the verdicts read, so that a reader meets the pooled table first. Call it after
+        displaying the pooled table; it is displayed at once (in IPython), and the ``Folded`` returned adds nothing
+        as a cell's value."""
+        folded = Folded(df, summary)
+        if _in_ipython():
+            from IPython.display import display
+
+            display(folded)
+        return folded
 
     def _table_path(self, name: str) -> Path:
         return self.paper / "tables" / f"{self.notebook}-{name}"
@@ -192,10 +308,9 @@ class Report:
         """A paragraph whose numbers are facts: ``template`` names them as {fact} or {fact:.2f}; ``words`` fill
         derived words ("larger", "reproduced"), which the notebook computes from the same facts. Before showing it,
         every fact is recomputed from its table on disk and must equal the value used. Saved with its facts to
-        ``tables/<notebook>-prose.json``; returns Markdown for display."""
+        ``tables/<notebook>-prose.json`` and displayed at once (in IPython), so that every paragraph of a cell is on
+        the page; returns the ``Paragraph`` (its ``data`` is the Markdown), which as a cell's value adds nothing."""
         import string
-
-        from IPython.display import Markdown
 
         names = {f for _, f, _, _ in string.Formatter().parse(template) if f}
         unknown = names - set(self._facts) - set(words)
@@ -214,7 +329,12 @@ class Report:
                             "facts": {n: self._facts[n] for n in sorted(names & set(self._facts))}})
         atomic_write_text(self._table_path("prose").with_suffix(".json"),
                           json.dumps(self._prose, indent=1, default=_plain))
-        return Markdown(f"**{heading}.** {text}")
+        paragraph = Paragraph(f"**{heading}.** {text}")
+        if _in_ipython():
+            from IPython.display import display
+
+            display(paragraph)
+        return paragraph
 
     def claim(self, claim_id: str, verdict: str, criterion: str, evidence: dict[str, Any],
               protocol: str = "paper", seeds: Any = None, basis: str = "") -> dict[str, Any]:

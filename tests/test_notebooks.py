@@ -153,11 +153,14 @@ def test_a_judgement_is_recorded_with_its_basis(tmp_path):
     from tiedlm_lib.report import Report
     from tiedlm_lib.stats import Estimate
 
-    rep = Report("06_iso_param_2x2", "smoke", tmp_path / "f", tmp_path / "p", seeds=[0, 1])
-    e = rep.judge(verdicts.q4({"tied - vanilla": {0: Estimate(-0.3, -0.5, -0.1), 1: Estimate(0.3, 0.1, 0.5)}},
-                              "tied - vanilla"))
-    assert e["verdict"] == "inconclusive" and "pooled over 2 seeds" in e["basis"] and e["seeds"] == [0, 1]
+    rep = Report("06_iso_param_2x2", "smoke", tmp_path / "f", tmp_path / "p", seeds=[0, 1, 2])
+    e = rep.judge(verdicts.q4({"tied - vanilla": {0: Estimate(-0.3, -0.5, -0.1), 1: Estimate(0.3, 0.1, 0.5),
+                                                  2: Estimate(-0.2, -0.4, 0.0)}}, "tied - vanilla"))
+    assert e["verdict"] == "inconclusive" and "pooled over 3 seeds" in e["basis"] and e["seeds"] == [0, 1, 2]
     assert "seed-sensitive" in e["basis"]  # seeds on both sides: a new seed could land on either
+    two = Report("06_iso_param_2x2", "smoke", tmp_path / "f2", tmp_path / "p2", seeds=[0, 1]).judge(verdicts.q4(
+        {"tied - vanilla": {0: Estimate(-0.3, -0.5, -0.1), 1: Estimate(0.3, 0.1, 0.5)}}, "tied - vanilla"))
+    assert "seed-sensitive" not in two["basis"]  # with two seeds a new seed's interval is undefined (t with n - 2 df)
     with pytest.raises(ValueError, match="basis must be"):
         claims.validate_entry({**e, "basis": 3})
 

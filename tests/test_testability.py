@@ -26,7 +26,8 @@ def test_a_decided_verdict_says_what_would_change_it_whatever_its_power():
     assert big["tested here"] == "decided" and big["worst unit's MDE / SESOI"] == "0.6 / 0.05"
     assert big[COL] == "a new seed could land across the boundary in part / large (seed-sensitive)"
     calm = T.testability_row(_entry("A4", "not reproduced", {"small": _unit(0.6, verdict="not reproduced")}))
-    assert calm["tested here"] == "decided" and calm[COL] == "no new seed is predicted across its boundary at this scale"
+    assert calm["tested here"] == "decided"
+    assert calm[COL] == "no new seed is predicted across its boundary at this scale"
 
 
 def test_an_undecided_verdict_names_the_seeds_of_its_cheapest_route():

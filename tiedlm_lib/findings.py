@@ -60,6 +60,14 @@ FINDINGS: tuple[Finding, ...] = (
             "Of the small single-depth model's depth gap, the share the number of block applications accounts for "
             "(prefix(1) − frozen(1) over the whole gap) is {p:.0%} [{lo:.0%}, {hi:.0%}], pooled over {n}",
             paragraph=1),
+    # B3 and Q1 read together (docs/statistics.md amendment 18): "little is correctable" is a property of the probe
+    Finding("B3", "corrected", "little correctable: single small",
+            "With paper B's probe (head/diagonal; for this row chosen post hoc, after the three-seed table) a "
+            "readout fit removes {p:.0%} [{lo:.0%}, {hi:.0%}] of the small model's matched-truncation gap",
+            paragraph=2),
+    Finding("Q1", "corrected", "loop/tuned / single small",
+            "With the strongest probe (loop/tuned) it is {p:.0%} [{lo:.0%}, {hi:.0%}], so how little is correctable "
+            "is a property of the probe, not of the model", paragraph=2),
 )
 
 
@@ -74,14 +82,31 @@ def _unit(ledger: dict[str, Any], f: Finding) -> tuple[dict[str, Any], dict[str,
 
 
 def where(block: dict[str, Any]) -> str:
-    """Where a unit's pooled interval lies against its threshold and SESOI, in words (``verdicts.side``)."""
+    """Where a unit's pooled interval lies against what decides it, in words: the threshold (and ±SESOI) for a
+    superiority rule (``verdicts.side``), ±SESOI for equivalence, the margin for non-inferiority."""
     from .verdicts import side
 
     t, d = block.get("threshold", 0.0), block.get("sesoi")
     if "threshold" not in block or d is None:
         return "95% interval"
+    lo, hi = block["interval"]
+    kind = block.get("rule", "superiority")
+    if kind == "equivalence":
+        if t - d < lo and hi < t + d:
+            return f"interval inside ±{d:g}"
+        return f"interval beyond ±{d:g}" if lo > t + d or hi < t - d else f"interval across the ±{d:g} margin"
+    if kind == "noninferiority":
+        b = t + block.get("side", 1) * d
+        return (f"interval below the {b:+g} margin" if hi < b else f"interval above the {b:+g} margin" if lo > b
+                else f"interval across the {b:+g} margin")
     return {"negligible": f"interval inside ±{d:g}", "below 0": f"interval below {t:g}",
             "above 0": f"interval above {t:g}"}.get(side(block), f"interval across {t:g} or its margin")
+
+
+def _own(claim: str, block: dict[str, Any]) -> str | None:
+    """The unit's own verdict, in the words of its claim (questions answer yes / no)."""
+    v = block.get("verdict")
+    return {"reproduced": "yes", "not reproduced": "no"}.get(v, v) if claim.startswith("Q") else v
 
 
 def finding_sentences(ledger: dict[str, Any], findings: tuple[Finding, ...] = FINDINGS) -> list[str]:
@@ -102,7 +127,13 @@ def _written(ledger: dict[str, Any], findings: tuple[Finding, ...]) -> list[tupl
         text = f.template.format(p=block["point"], lo=lo, hi=hi,
                                  n="? seeds" if n is None else f"{n} seed{'s' if n != 1 else ''}")
         whole = " as a whole" if len(_pooled_units(e.get("evidence", {}))) > 1 else ""
-        out.append((f.paragraph, f"{text} ({where(block)}; {f.claim}{whole} {e['verdict']}).{_after(ledger, f, e)}"))
+        own = _own(f.claim, block)
+        # a unit that does not decide its claim's verdict says its own first (Q4's compute-matched gap is undecided
+        # while Q4 is answered yes by the iso-parameter gap)
+        mine = f": this unit {own}" if whole and own and own != e["verdict"] else ""
+        by = ", decided by its other units" if mine and e["verdict"] != "inconclusive" else ""
+        out.append((f.paragraph, f"{text} ({where(block)}{mine}; {f.claim}{whole} {e['verdict']}{by})."
+                                 f"{_after(ledger, f, e)}"))
     return out
 
 

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from . import inference as inf
-from .config import RunConfig
+from .config import ModelConfig, RunConfig
 from .registry import experiment, get_scale
 from .stats import Estimate
 
@@ -134,14 +134,15 @@ def ladder_runs(scale: str) -> list[RunConfig]:
             for seed in p["seeds"]]
 
 
-def block_params(cfg: RunConfig) -> int:
-    """Parameters in the standard and tied blocks (no embedding, positions, outer LayerNorms or head)."""
+def block_params(cfg: RunConfig | ModelConfig) -> int:
+    """Parameters in the standard and tied blocks (no embedding, positions, outer LayerNorms or head), counted
+    without allocating the weights (meta device)."""
     import torch
 
     from .model import TiedLM
 
     with torch.device("meta"):
-        b = TiedLM(cfg.model).param_breakdown()
+        b = TiedLM(cfg.model if isinstance(cfg, RunConfig) else cfg).param_breakdown()
     return b["standard blocks"] + b["tied blocks"]
 
 

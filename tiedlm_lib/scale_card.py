@@ -8,6 +8,7 @@ the card of its own scale.
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from .registry import SCALES, Scale, _family_steps, get_scale, model_config
@@ -26,6 +27,10 @@ REASONS: dict[str, dict[str, str]] = {
         "parameters (small / large)": "the widths, vocabulary and sequence length below (the tied loop's "
         "parameters do not grow with K): {fewer_small:.0f}x and "
         "{fewer_large:.0f}x fewer than the paper's",
+        "block parameters (small / large)": "without the vocabulary-sized embedding and head, where most of the "
+        "paper's parameters sit: this scale's large model has the blocks of paper A's small one (d128); the "
+        "differences left there are the vocabulary, K, the sequence length, the corpus and the steps. The size "
+        "ladder (section 14) reaches the large model's blocks at d320",
         "width and heads (small / large)": "1,000 steps of the small model take minutes on 2 cores, so every "
         "section's runs fit a laptop",
         "vocabulary": "see the learning rate: picked with it to make v3's depth gap visible",
@@ -49,6 +54,10 @@ REASONS: dict[str, dict[str, str]] = {
         "{paper_sft:,} steps are longer than every cpu run)",
         "horizon study steps (section 02)": "{horizon_ratio:.0f}x the short run, the paper's ratio of long to "
         "short runs (docs/statistics.md amendment 12)",
+        "passes over the training split (short run / horizon)": "{train_docs:,} training documents (1-4 verses "
+        "each): a short run draws each about {short_passes:.1f} times and the horizon study about "
+        "{horizon_passes:.0f} times, where paper A's long runs draw each about once; a held-out gap can then "
+        "reflect overfitting as well as underfitting (section 02 scores a training sample beside)",
         "training seeds per verdict": "the seed is the unit of inference (docs/statistics.md); the paper reports "
         "one run per configuration",
     },
@@ -66,6 +75,29 @@ def _params(name: str, scale: str) -> int:
         return TiedLM(model_config(name, scale)).num_params()
 
 
+# paper A's training split (docs/protocol.md §2): the first 95% of the 1,270,238-sequence minimind cache
+PAPER_TRAIN_DOCS = 1_206_726
+
+
+def train_docs(s: Scale) -> int | None:
+    """Training documents at a scale: paper A's from its protocol; a scale with an embedded corpus counts its split
+    (tokenised once and cached); None where the corpus is not on this machine."""
+    if s.corpus == "minimind":
+        return PAPER_TRAIN_DOCS if s.name == "paper" else None
+    from .analysis import cached_corpus
+    from .registry import experiment
+
+    return len(cached_corpus(experiment("v3", s.name).data).train)
+
+
+def _passes(s: Scale) -> str:
+    n = train_docs(s)
+    if not n:
+        return "unknown (corpus not here)"
+    long = s.long_steps if s.name == "paper" else s.horizon  # paper A's long runs; the horizon study here
+    return f"{s.short_steps * s.batch_size / n:.2f} / {long * s.batch_size / n:.2f}"
+
+
 def _values(s: Scale) -> dict[str, str]:
     def pair(f):
         return f"{f(s.small)} / {f(s.large)}"
@@ -74,6 +106,7 @@ def _values(s: Scale) -> dict[str, str]:
 
     return {
         "parameters (small / large)": f"{_params('v3', s.name):,} / {_params('v5', s.name):,}",
+        "block parameters (small / large)": f"{_blocks('v3', s.name):,} / {_blocks('v5', s.name):,}",
         "width and heads (small / large)": pair(lambda z: f"d{z.d_model} {z.n_heads}h"),
         "vocabulary": f"{s.vocab_size:,}",
         "learning rate (small / large)": pair(lambda z: f"{z.lr:g}"),
@@ -89,8 +122,15 @@ def _values(s: Scale) -> dict[str, str]:
         "SFT steps and learning rate": ("a quarter of the base run's steps, at a quarter of its lr"
                                         if s.sft_steps is None else f"{s.sft_steps:,} at {s.sft_lr:g}"),
         "horizon study steps (section 02)": f"{s.horizon:,}",
+        "passes over the training split (short run / horizon)": _passes(s),
         "training seeds per verdict": str(len(s.seeds)),
     }
+
+
+def _blocks(name: str, scale: str) -> int:
+    from .ladder import block_params
+
+    return block_params(model_config(name, scale))
 
 
 def _ratios(s: Scale) -> dict[str, float]:
@@ -100,7 +140,15 @@ def _ratios(s: Scale) -> dict[str, float]:
             "fewer_large": _params("v5", "paper") / _params("v5", s.name),
             "long_ratio": s.long_steps / s.short_steps, "paper_long_ratio": p.long_steps / p.short_steps,
             "family_ratio": family / s.short_steps, "horizon_ratio": s.horizon / s.short_steps,
-            "paper_sft": p.sft_steps}
+            "paper_sft": p.sft_steps, **_pass_ratios(s)}
+
+
+def _pass_ratios(s: Scale) -> dict[str, float]:
+    n = train_docs(s)
+    if not n:
+        return {"train_docs": 0, "short_passes": math.nan, "horizon_passes": math.nan}
+    return {"train_docs": n, "short_passes": s.short_steps * s.batch_size / n,
+            "horizon_passes": s.horizon * s.batch_size / n}
 
 
 def scale_card(scale: str = "cpu") -> list[dict[str, Any]]:

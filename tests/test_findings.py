@@ -120,3 +120,17 @@ def test_every_claim_with_only_a_corrected_row_says_why_there_is_no_paper_row():
         no_paper_row(ledger(("A1", "corrected")))
     with pytest.raises(ValueError, match=r"a paper row exists for \['A6'\]"):
         no_paper_row(ledger(("A6", "paper"), ("A6", "corrected")))
+
+
+def test_the_findings_table_gives_the_seeds_of_every_pooled_unit_as_a_range():
+    """Q5's phantom-last unit rests on 3 seeds, its other on 5: the README's seeds column says 3–5, not 5."""
+    from tiedlm_lib.claims import findings_markdown
+
+    def entry(cid, units, seeds):
+        return {"id": cid, "protocol": "corrected", "verdict": "yes", "notebook": "02_backprop", "seeds": seeds,
+                "evidence": {u: {"pooled": {"seeds": n, "interval": [0, 1]}} for u, n in units.items()}}
+
+    ledger = {"claims": [entry("Q5", {"phantom-last - phantom": 3, "phantom - full": 5}, [0, 1, 2, 3, 4]),
+                         entry("Q8", {"v3": 5}, [0, 1, 2, 3, 4]), entry("Q9", {}, [0, 1])]}
+    rows = {r.split(" | ")[0].strip("| "): r.split(" | ")[5] for r in findings_markdown(ledger).splitlines()[2:]}
+    assert rows == {"Q5": "3–5", "Q8": "5", "Q9": "2"}

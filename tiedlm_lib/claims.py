@@ -287,20 +287,26 @@ def findings_markdown(ledger: dict[str, Any]) -> str:
     """The headline table: one row per claim the ledger judges, its verdict under each protocol — the paper's, the
     corrected one, and this project's extensions (its own controls) — (several sections' verdicts on one claim
     joined with " / "), the training seeds the verdicts rest on (fewest over the claim's
-    entries; "?" for entries written before seeds were recorded) and the sections that judged it."""
+    entries' pooled units, as a range where they differ; "?" for entries written before seeds were recorded) and the
+    sections that judged it."""
     by_id: dict[str, dict[str, list[str]]] = {}
     for c in ledger.get("claims", []):
         row = by_id.setdefault(c["id"], {"paper": [], "corrected": [], "extension": [], "section": [], "seeds": []})
         protocols = ("paper", "corrected") if c["protocol"] == "both" else (c["protocol"],)
-        n = str(len(c["seeds"])) if "seeds" in c else "?"
-        for key, value in [(p, c["verdict"]) for p in protocols] + [("section", c["notebook"]), ("seeds", n)]:
+        # the seeds of every pooled unit (Q5's phantom-last unit has 3 where its other has 5), else the entry's
+        units = [int(b["seeds"]) for b in _pooled_units(c.get("evidence", {})).values() if b.get("seeds")]
+        ns = [str(x) for x in (units or ([len(c["seeds"])] if "seeds" in c else []))] or ["?"]
+        for key, value in [(p, c["verdict"]) for p in protocols] + [("section", c["notebook"])]:
             if value not in row[key]:
                 row[key].append(value)
+        row["seeds"] += [n for n in ns if n not in row["seeds"]]
     lines = ["| id | claim | paper-faithful protocol | corrected protocol | extension | seeds | section |",
              "|---|---|---|---|---|---|---|"]
     for cid in sorted(by_id, key=list(CLAIMS).index):
         row = by_id[cid]
-        seeds = "?" if "?" in row["seeds"] else min(row["seeds"], key=int)
+        counts = sorted(int(n) for n in row["seeds"] if n != "?")
+        seeds = "?" if "?" in row["seeds"] or not counts else (
+            str(counts[0]) if counts[0] == counts[-1] else f"{counts[0]}–{counts[-1]}")
         lines.append(f"| {cid} | {CLAIMS[cid]} | {' / '.join(row['paper']) or '—'} | "
                      f"{' / '.join(row['corrected']) or '—'} | {' / '.join(row['extension']) or '—'} | {seeds} | "
                      f"{', '.join(row['section'])} |")

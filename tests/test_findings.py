@@ -134,3 +134,20 @@ def test_the_findings_table_gives_the_seeds_of_every_pooled_unit_as_a_range():
                          entry("Q8", {"v3": 5}, [0, 1, 2, 3, 4]), entry("Q9", {}, [0, 1])]}
     rows = {r.split(" | ")[0].strip("| "): r.split(" | ")[5] for r in findings_markdown(ledger).splitlines()[2:]}
     assert rows == {"Q5": "3–5", "Q8": "5", "Q9": "2"}
+
+
+def test_the_findings_figure_puts_every_finding_on_one_scale_of_sesois():
+    """The index opens with each finding's interval as its distance from the threshold in SESOIs, coloured by the
+    unit's own verdict (Q4's undecided compute-matched gap is not coloured by Q4's 'yes')."""
+    from tiedlm_lib.claims import read_ledger
+    from tiedlm_lib.paper import findings_figure
+
+    ledger = read_ledger(ROOT / "paper" / "cpu")
+    rows = {r["claim"]: r for r in findings.finding_rows(ledger)}
+    b1 = rows["B1"]
+    assert b1["in SESOIs"] == pytest.approx((b1["point"] - 0.95) / 0.05)
+    assert b1["lo in SESOIs"] < b1["in SESOIs"] < b1["hi in SESOIs"]
+    assert rows["Q4"]["verdict"] == "inconclusive" and rows["Q4"]["claim verdict"] == "yes"
+    html = findings_figure(ledger)
+    assert html.startswith("<figure id='findings-figure'><svg role='img' aria-label='Each finding")
+    assert findings_figure({"claims": []}) == ""

@@ -109,6 +109,28 @@ def _own(claim: str, block: dict[str, Any]) -> str | None:
     return {"reproduced": "yes", "not reproduced": "no"}.get(v, v) if claim.startswith("Q") else v
 
 
+def finding_rows(ledger: dict[str, Any], findings: tuple[Finding, ...] = FINDINGS) -> list[dict[str, Any]]:
+    """One row per finding the ledger holds, for the index's figure: the pooled point and 95% interval, its threshold
+    and SESOI, and each on one scale — the distance from the threshold in SESOIs (0 is the threshold, ±1 its SESOI
+    band) — so effects in nats and in shares sit on one axis; the unit's own verdict (Q4's compute-matched gap is
+    undecided while Q4 is answered yes) and its claim's."""
+    rows = []
+    for f in findings:
+        hit = _unit(ledger, f)
+        if hit is None:
+            continue
+        e, b = hit
+        t, d = b.get("threshold", 0.0), b.get("sesoi")
+        if not d:
+            continue
+        lo, hi = b["interval"]
+        rows.append({"finding": f"{f.claim} ({f.protocol}): {f.unit}", "claim": f.claim, "point": b["point"],
+                     "lo": lo, "hi": hi, "threshold": t, "sesoi": d, "verdict": _own(f.claim, b) or e["verdict"],
+                     "claim verdict": e["verdict"],
+                     "in SESOIs": (b["point"] - t) / d, "lo in SESOIs": (lo - t) / d, "hi in SESOIs": (hi - t) / d})
+    return rows
+
+
 def finding_sentences(ledger: dict[str, Any], findings: tuple[Finding, ...] = FINDINGS) -> list[str]:
     """One sentence per finding whose unit the ledger holds (with its ``after`` sentence where the evidence has
     it), in ``findings`` order."""

@@ -690,6 +690,47 @@ def _checked(page: str, where: Path) -> str:
     return page
 
 
+VERDICT_COLOURS = {"reproduced": "#1b7837", "yes": "#1b7837", "not reproduced": "#b2182b", "no": "#b2182b",
+                   "inconclusive": "#8c8c8c"}
+
+
+def findings_figure(ledger: dict) -> str:
+    """The findings at a glance: each finding's pooled effect and 95% interval as its distance from the claim's
+    threshold in SESOIs (0 the threshold, the grey band ±1 SESOI), coloured by its entry's verdict; inline svg with
+    its caption, or "" when the ledger holds no finding."""
+    import altair as alt
+    import pandas as pd
+    import vl_convert as vlc
+
+    from .findings import finding_rows
+
+    rows = finding_rows(ledger)
+    if not rows:
+        return ""
+    df = pd.DataFrame(rows)
+    order = list(df["finding"])
+    y = alt.Y("finding:N", sort=order, title=None, axis=alt.Axis(labelLimit=420))
+    colour = alt.Color("verdict:N", scale=alt.Scale(domain=list(VERDICT_COLOURS), range=list(VERDICT_COLOURS.values())),
+                       legend=alt.Legend(title="verdict", orient="bottom"))
+    x_title = "pooled effect minus its threshold, in SESOIs (band: ±1 SESOI)"
+    band = alt.Chart(pd.DataFrame({"a": [-1.0], "b": [1.0]})).mark_rect(color="#dddddd").encode(x="a:Q", x2="b:Q")
+    zero = alt.Chart(pd.DataFrame({"x": [0.0]})).mark_rule(color="black").encode(x="x:Q")
+    bars = alt.Chart(df).mark_rule(strokeWidth=2).encode(
+        x=alt.X("lo in SESOIs:Q", title=x_title), x2="hi in SESOIs:Q", y=y, color=colour)
+    dots = alt.Chart(df).mark_point(filled=True, size=60).encode(
+        x="in SESOIs:Q", y=y, color=colour,
+        tooltip=["finding", alt.Tooltip("point:Q", format="+.3f"), alt.Tooltip("lo:Q", format="+.3f"),
+                 alt.Tooltip("hi:Q", format="+.3f"), "threshold", "sesoi", "verdict", "claim verdict"])
+    chart = (band + zero + bars + dots).properties(width=560, height=22 * len(df))
+    svg = re.sub(r"^<\?xml[^>]*>\s*", "", vlc.vegalite_to_svg(chart.to_json()))
+    caption = ("Each finding of the paragraphs below: its pooled 95% interval and point as the distance from its "
+               "threshold, in units of its smallest effect of interest (SESOI), so effects in nats and in shares "
+               "share one axis; colour: the unit's own verdict under its claim's rule")
+    svg = re.sub(r"<svg\b", f"<svg role='img' aria-label='{_esc(caption)}' style='max-width:100%;height:auto'", svg,
+                 count=1)
+    return f"<figure id='findings-figure'>{svg}<figcaption>{_esc(caption)}.</figcaption></figure>"
+
+
 def _index(scale: str, root: Path, name: str, sections: list[tuple[str, str]], anchored: set[str]) -> str:
     """index.html: the abstract with the findings, the scale card, the sections, what the scale can test, the
     claims ledger, the figures with their captions and the run times."""
@@ -716,7 +757,7 @@ def _index(scale: str, root: Path, name: str, sections: list[tuple[str, str]], a
 <p><i>The executable companion to paper A ("Tied-Depth Language Models: Depth Scaling, Free Early Exit, and a
 Fundamental Trade-off") and paper B ("Beyond Depth Truncation", the Depth Control Protocol), at the
 <b>{_esc(scale)}</b> scale.</i></p>
-<h2>Abstract</h2><p>{_esc(ABSTRACT)}</p><div id='findings'><p><b>Findings at this scale.</b>
+<h2>Abstract</h2><p>{_esc(ABSTRACT)}</p><div id='findings'>{findings_figure(ledger)}<p><b>Findings at this scale.</b>
 {"</p><p>".join(_esc(p) for p in findings_abstract(ledger).split(chr(10) * 2))}</p></div>
 <h2>The scale</h2><p>Paper A's configuration against this scale's, generated from the registry, with the reason
 for every change:</p>{card_html(scale)}

@@ -159,6 +159,33 @@ else:
     print(f"no ledger judged under the earlier rule exists at scale {scale} ({old_path.name}): nothing to compare")
 
 # %% [markdown]
+# ## What amendment 18 changed (post hoc)
+#
+# After the five-seed ledger and three audits of it were seen, `docs/statistics.md` amendment 18 (2026-12-07, post
+# hoc) corrected rules that contradicted the file's own principles: A20 at best inconclusive while half of it cannot
+# be tested, the inside ±SESOI route withdrawn where paper A's own effects lie inside it (A15, Q4's multi-loop gaps),
+# A9 shown at §3's SESOI beside its recorded margin, A6 and A8 on every trained small-model seed, the prediction
+# interval for a new seed on t with n − 2 degrees of freedom, and B3's corrected row labelled as chosen after its
+# numbers were seen. The ledger judged before it (`claims-before-amendment-18.json`) is set beside the current one,
+# entry by entry; an entry whose section has not been re-executed since still shows the old judgement.
+
+# %%
+before_path = rep.paper / "claims-before-amendment-18.json"
+if before_path.is_file():
+    import json  # noqa: E402
+
+    from tiedlm_lib.claims import amendment_changes  # noqa: E402
+
+    amended = rep.table(pd.DataFrame(amendment_changes(json.loads(before_path.read_text()), ledger)),
+                        "amendment_18")
+    n_new = int(amended["re-judged since"].sum())
+    print(f"{int(amended['changed'].sum())} of {len(amended)} entries changed verdict under amendment 18; "
+          f"{n_new} re-judged since it, {len(amended) - n_new} not yet (their sections are still to be re-executed).")
+    display(amended[amended["changed"] | amended["re-judged since"]])  # noqa: F821
+else:
+    print(f"no ledger judged before amendment 18 exists at scale {scale} ({before_path.name}): nothing to compare")
+
+# %% [markdown]
 # ## Every verdict's effect against its criterion
 #
 # One row per quantity a criterion judged: the estimate pooled over seeds with its 95% interval (docs/statistics.md;

@@ -151,3 +151,19 @@ def test_the_findings_figure_puts_every_finding_on_one_scale_of_sesois():
     html = findings_figure(ledger)
     assert html.startswith("<figure id='findings-figure'><svg role='img' aria-label='Each finding")
     assert findings_figure({"claims": []}) == ""
+
+
+def test_amendment_18_sets_each_entry_beside_its_judgement_before_it():
+    from tiedlm_lib.claims import amendment_changes
+
+    def entry(cid, verdict, recorded, sensitive=False):
+        return {"id": cid, "protocol": "corrected", "notebook": "08_sft_generation", "verdict": verdict,
+                "recorded": recorded, "evidence": {"u": {"pooled": {"seeds": 3, "seed-sensitive": sensitive}}}}
+
+    before = {"claims": [entry("A20", "reproduced", "t0", True), entry("A12", "reproduced", "t0")]}
+    now = {"claims": [entry("A20", "inconclusive", "t1"), entry("A12", "reproduced", "t0"), entry("Q9", "yes", "t1")]}
+    rows = {r["id"]: r for r in amendment_changes(before, now)}
+    assert rows["A20"]["changed"] and rows["A20"]["re-judged since"] and "at best inconclusive" in rows["A20"][
+        "what of amendment 18 touches it"] and rows["A20"]["seed-sensitive units (before / now)"] == "1 / 0"
+    assert not rows["A12"]["changed"] and not rows["A12"]["re-judged since"]
+    assert rows["Q9"]["before amendment 18"] == "—" and rows["Q9"]["re-judged since"]

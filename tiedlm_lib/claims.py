@@ -433,3 +433,39 @@ def rule_changes(old_ledger: dict[str, Any], new_ledger: dict[str, Any]) -> list
                      "seed-level rule": c["verdict"], "changed": bool(o) and o["verdict"] != c["verdict"],
                      "why": change_reason(o, c)})
     return rows
+
+
+# What docs/statistics.md amendment 18 (post hoc, 2026-12-07) changed, per claim: why an entry may differ from the
+# five-seed ledger judged before it (paper/cpu/claims-before-amendment-18.json). Every entry is also touched by the
+# prediction interval on t(n - 2) (its seed-sensitive units) and the routes that would decide an undecided verdict.
+AMENDMENT_18 = {
+    "A6": "the small size pools seeds 0-9 (was 0-4)",
+    "A8": "the small size pools seeds 0-9 (was 0-4)",
+    "A9": "also judged at section 3's 0.05, shown beside (the recorded 0.1 decides)",
+    "A15": "the inside +/-SESOI route withdrawn (paper A's own steps lie inside 0.02)",
+    "Q4": "the multi-loop gaps lose their inside +/-SESOI ('no') route",
+    "A20": "at best inconclusive while its quality half is not testable",
+    "B3": "the corrected row labelled post hoc (chosen after the three-seed table)",
+}
+
+
+def _sensitive(entry: dict[str, Any]) -> int:
+    return sum(bool(b.get("seed-sensitive")) for b in _pooled_units(entry.get("evidence", {})).values())
+
+
+def amendment_changes(before: dict[str, Any], now: dict[str, Any]) -> list[dict[str, Any]]:
+    """One row per entry of ``now``: its verdict and seed-sensitive units in the ledger judged before amendment 18
+    and now, whether the entry has been re-judged since (its recorded time differs), and what of the amendment
+    touches its claim (``AMENDMENT_18``)."""
+    old = {(c["id"], c["protocol"], c["notebook"]): c for c in before.get("claims", [])}
+    rows = []
+    for c in now.get("claims", []):
+        o = old.get((c["id"], c["protocol"], c["notebook"]))
+        rows.append({"id": c["id"], "protocol": c["protocol"], "section": c["notebook"],
+                     "before amendment 18": o["verdict"] if o else "—", "now": c["verdict"],
+                     "changed": bool(o) and o["verdict"] != c["verdict"],
+                     "seed-sensitive units (before / now)": f"{_sensitive(o) if o else '—'} / {_sensitive(c)}",
+                     "re-judged since": o is None or o.get("recorded") != c.get("recorded"),
+                     "what of amendment 18 touches it": AMENDMENT_18.get(
+                         c["id"], "the prediction interval (t with n - 2 df) and the routes to a decision")})
+    return rows

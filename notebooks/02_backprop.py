@@ -527,11 +527,67 @@ sh_trend = shallow_trend.set_index("mode").loc["phantom"]
 sh_words = ("moved by an amount one seed cannot give an interval for" if len(hseeds["phantom"]) < 2 else
             "moved toward uniform guessing" if sh_trend["pooled hi"] < 0 else "moved away from uniform guessing"
             if sh_trend["pooled lo"] > 0 else "moved by an amount whose interval holds 0")
+
+
+def course(name, points):
+    """How a pooled curve moves, read from its per-point intervals, as a template phrase over facts ``name<i>``
+    (each point's pooled value, registered by the caller): ``points`` are (step, point, lo, hi) in step order. The
+    curve "stays within its intervals" from the first point on which every later point's interval shares a value
+    with every other's (a common value: the largest lower end at most the smallest upper end); before that point it
+    "rises" where the first point's interval lies wholly below that point's, "falls" where wholly above, else
+    "moves" (with the range of its points up to there). A single point is described as it is."""
+    n = len(points)
+    f = [f"{{{name}{i}:+.3f}}" for i in range(n)]
+    at = [f"{s:,}" for s, *_ in points]
+    if n == 1:
+        return f"is {f[0]} at its one kept step ({at[0]} steps)"
+    i = next(i for i in range(n) if max(p[2] for p in points[i:]) <= min(p[3] for p in points[i:]))
+    if i == 0:
+        return f"stays within its intervals from {f[0]} at {at[0]} steps to {f[-1]} at {at[-1]}"
+    first, turn = points[0], points[i]
+    verb = "rises" if first[3] < turn[2] else "falls" if first[2] > turn[3] else "moves"
+    head = f"{verb} from {f[0]} at {at[0]} steps to {f[i]} at {at[i]}"
+    if verb == "moves":  # neither wholly below nor above: say how far it went on the way
+        way = sorted(range(i + 1), key=lambda j: points[j][1])
+        head += f" (points {f[way[0]]} to {f[way[-1]]} on the way)"
+    if i == n - 1:
+        return head + ", the horizon's end"
+    rest = sorted(range(i, n), key=lambda j: points[j][1])
+    return (head + f", then stays within its intervals through {at[-1]} (points {f[rest[0]]} to "
+            f"{f[rest[-1]]})")
+
+
+def recipe_words(short, long_):
+    """How the short run's training recipe differs from the horizon's (warm-up, betas, learning rates, schedule),
+    in words; "" where they are the same."""
+    def warm(c):
+        return "no warm-up" if not c.warmup else f"{c.warmup:,} warm-up steps"
+
+    out = []
+    if short.warmup != long_.warmup:
+        out.append(f"{warm(short)} against {warm(long_)}")
+    if tuple(short.betas) != tuple(long_.betas):
+        out.append(f"betas {tuple(short.betas)} against {tuple(long_.betas)}")
+    if (short.lr, short.lr_min, short.schedule) != (long_.lr, long_.lr_min, long_.schedule):
+        out.append(f"a {short.schedule} lr {short.lr:g} to {short.lr_min:g} against {long_.schedule} "
+                   f"{long_.lr:g} to {long_.lr_min:g}")
+    return "; ".join(out)
+
+
+# the gap inside the horizon run, point by point (a description beside A10, never deciding it)
+hz_rows = horizon_pooled[horizon_pooled.gap == "phantom - full"].sort_values("step")
+for i, st in enumerate(hz_rows.step):
+    rep.fact(f"hzc{i}", "horizon_gap_pooled", "pooled", {"gap": "phantom - full", "step": int(st)}, agg="only")
+hz_course = course("hzc", [(int(r["step"]), r["pooled"], r["pooled lo"], r["pooled hi"])
+                           for _, r in hz_rows.iterrows()])
+short_recipe = recipe_words(runs["short", "phantom", seeds[0]].config.train, hcfg)
 rep.fact("ck_mem", "ratios", "checkpoint/phantom memory", {"k": kmax}, "only")
 rep.fact("ck_time", "ratios", "checkpoint/full time", {"k": kmax}, "only")
 rep.prose("What this means", "The phantom gradient's saving in memory and time is {saving}. Its short-run cost, "
           "{short:+.3f} nats (mean over seeds), is {cost_words} (A9 {a9}: {cost_why}). Its gap to full backprop "
-          "{grows} from the short run to the end of the horizon (A10 {a10}).{a10_cap} {grows_why}. {horizon}.\n\nAt "
+          "{grows} from the completed {short_steps}-step short run{short_recipe} to the end of the horizon (A10 "
+          "{a10}).{a10_cap} {grows_why}. Inside the horizon run itself the pooled gap " + hz_course + ". "
+          "{horizon}.\n\nAt "
           "the horizon's end the phantom run's shallow depths are {a3_words} (A3 {a3}).{a3_cap} Along the horizon, "
           "their best NLL {sh_words}: ln V minus it changed by {sh_slope:+.3f} nats per doubling of the steps "
           "(pooled [{sh_slope_lo:+.3f}, {sh_slope_hi:+.3f}]). On this scale's v7, under the paper's evaluation "
@@ -552,7 +608,8 @@ rep.prose("What this means", "The phantom gradient's saving in memory and time i
               "above 0": "above 0", "below 0": "below 0", "negligible": f"inside ±{A10_SESOI:g} nats"}.get(
               side(a10.evidence[GROWS]), f"neither above 0 nor inside ±{A10_SESOI:g} nats"),
           a10=a10.verdict, a10_cap=capped(a10, "A10"), a3_cap=capped(a3[1], "A3"), q5_cap=capped(q5, "Q5"),
-          sh_words=sh_words, k=str(kmax),
+          sh_words=sh_words, k=str(kmax), short_steps=f"{S.short_steps:,}",
+          short_recipe=f", whose recipe differs ({short_recipe})," if short_recipe else " (the same recipe)",
           horizon={"reproduced": "So an approximate gradient has to be validated on the full training horizon",
                    "not reproduced": ("At the horizon's end the phantom run does not underfit full backprop here: "
                                       f"the pooled gap lies {under_lies}") if UNDER in against(a10)

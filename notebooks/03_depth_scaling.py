@@ -367,10 +367,11 @@ def ratio_side(p):
 rep.prose("What this means", "Depth scaling under single-depth training is {a1} (A1, corrected protocol; {a1p} under "
           "the paper's). The larger model is {better} at every depth, and its depth gap {stronger} (A2 {a2}; "
           "{a2p} under the paper's protocol). For the first half, {better_why}; for the second, {stronger_why}. "
-          "The residual block form {res_words} (Q3 {q3}: {res_why}). So the paper's block form {drives} the depth "
-          "gap.\n\nWhat the gap measures is how well the layers after the loop read a state iterated k times "
-          "instead of K. Whether that is computation or a readout off its training distribution is the question of "
-          "section 10.",
+          "The residual block form {res_words} (Q3 {q3}: {res_why}). {q3_reads}. Q3 tests only that, not what sets "
+          "the gap's size (the residual form's {r_small:+.3f} and {r_large:+.3f} nats against the paper "
+          "form's {g_small:+.3f} and {g_large:+.3f}).\n\nWhat the gap measures is how well the layers after the "
+          "loop read a state iterated k times instead of K. Whether that is computation or a readout off its "
+          "training distribution is the question of section 10.",
           a1=judged["A1", "corrected"].verdict, a1p=judged["A1", "paper"].verdict, a2=a2c.verdict,
           a2p=judged["A2", "paper"].verdict,
           better={"reproduced": "better", "not reproduced": "not better"}.get(better, "not clearly better"),
@@ -385,5 +386,8 @@ rep.prose("What this means", "Depth scaling under single-depth training is {a1} 
           else "is not shown to keep a depth gap at every size",
           res_why="its pooled gap lies above 0 at every size" if keeps else "at some size its pooled gap lies below 0 "
           "or inside ±0.05 nats" if loses else "at some size its pooled gap's interval holds 0",
-          q3=judged["Q3"].verdict, drives={"yes": "drives", "no": "does not drive"}.get(judged["Q3"].verdict,
-                                                                                       "may or may not drive"))
+          q3=judged["Q3"].verdict,
+          # Q3 tests whether the residual form keeps a depth gap (while the paper's form keeps one), not a cause
+          q3_reads={"yes": "So at some size a depth gap needs the paper's block form",
+                    "no": "So a depth gap does not need the paper's block form"}.get(
+              judged["Q3"].verdict, "So whether a depth gap needs the paper's block form is not settled"))

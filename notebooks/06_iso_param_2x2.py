@@ -14,7 +14,8 @@
 # paper lacks: a **compute-matched** vanilla model with one distinct layer per layer application of the tied model
 # (K + 4 layers: the same compute per token, several times the parameters; PROTOCOL §6.6's v18 is the paper-scale
 # analogue). Scale-down, stated: at the cpu scale these runs use the small size and a shortened long-run schedule
-# (warm-up, cosine, betas 0.95) so that sections 06 and 07 together fit in about an hour on 2 cores with 3 seeds.
+# (warm-up, cosine, betas 0.95) to keep them short on 2 cores; the seeds trained and their training time are printed
+# beneath the runs below.
 
 # %% tags=["parameters"]
 scale = "cpu"  # smoke | cpu | paper
@@ -37,7 +38,7 @@ from tiedlm_lib import get_run, inference, verdicts
 from tiedlm_lib.analysis import assert_direction, cached_corpus, heldout_scores
 from tiedlm_lib.benchmark import draw
 from tiedlm_lib.experiments import get_scale, section_overrides, sft_run
-from tiedlm_lib.report import Report, seed_color
+from tiedlm_lib.report import Report, listed, seed_color
 from tiedlm_lib.reported import reported, reported_value
 from tiedlm_lib.stats import paired_diff
 
@@ -64,6 +65,9 @@ for seed in seeds:  # SFT (the paper's protocol: suffix loss, pad targets) of th
         base = runs[label, seed]
         runs[f"{label} + SFT", seed] = get_run(sft_run(base.config, f"{base.config.name}-sft-paper", "paper",
                                                        steps=sft_steps), device=device)
+train_s = sum(r.result["seconds"] for r in runs.values())  # each run's own training time, as recorded when trained
+print(f"{len(runs)} runs over {len(seeds)} seed{'s' if len(seeds) > 1 else ''} ({listed(seeds)}): "
+      f"{train_s / 60:.1f} minutes of training in all, {train_s / 60 / len(seeds):.1f} a seed")
 pd.DataFrame([{"model": m, "seed": s, "layout": r.config.model.layout, "params": r.model.num_params(),
                "steps": r.result["steps"], "train s": round(r.result["seconds"]),
                "final train loss": r.result["final_loss"]} for (m, s), r in runs.items()])

@@ -39,7 +39,7 @@ from tiedlm_lib import get_run, inference, verdicts
 from tiedlm_lib.analysis import assert_direction, heldout, state_norms
 from tiedlm_lib.experiments import get_scale
 from tiedlm_lib.probes import pearson_ci, residual_probe
-from tiedlm_lib.report import Report
+from tiedlm_lib.report import Report, listed
 from tiedlm_lib.reported import reported, reported_value
 from tiedlm_lib.stats import Estimate
 
@@ -265,10 +265,33 @@ def probe_words(j):
             "undecided " + " and ".join(ask[p] for p in open_))
 
 
+def sign_words(js):
+    """The sign of every pooled r the A19 judgements ``js`` read for "a probe at all" (from their evidence): how many
+    points are negative and how many intervals lie wholly below or above 0, beside the sign of the paper's r."""
+    pts = [b["pooled"] for j in js for u, b in j.evidence.items()
+           if u.startswith("a probe at all: ") and isinstance(b, dict) and isinstance(b.get("pooled"), dict)]
+    n, neg = len(pts), sum(p["point"] < 0 for p in pts)
+    below, above = sum(p["interval"][1] < 0 for p in pts), sum(p["interval"][0] > 0 for p in pts)
+    paper_r = [reported_value("v3.probe_r"), reported_value("v5.probe_r")]
+    paper_sign = "positive" if min(paper_r) > 0 else "negative" if max(paper_r) < 0 else None
+    theirs = f"the paper's r: {listed(f'{r:+.2f}' for r in paper_r)}"
+    lie = {1: "lies"}.get(below, "lie")
+    if neg in (0, n):  # every point of one sign
+        sign = "negative" if neg else "positive"
+        relation = ("the paper's sign" if sign == paper_sign else "the opposite of the paper's sign" if paper_sign
+                    else "while the paper's r are of either sign")
+        wholly = (f"{below} of the {n} intervals {lie} wholly below 0" if neg else
+                  f"{above} of the {n} intervals {'lies' if above == 1 else 'lie'} wholly above 0")
+        return (f"Every pooled r A19 reads is {sign} ({n} of {n}, per sequence and per token at both sizes), "
+                f"{relation} ({theirs}); {wholly}.")
+    return (f"Of the {n} pooled r's A19 reads, {neg} {'is' if neg == 1 else 'are'} negative and {n - neg} positive "
+            f"({theirs}); {below} of the intervals {lie} wholly below 0 and {above} wholly above.")
+
+
 rep.prose("What this means", "The paper-form loop {fp_words} (A18 {a18}){predicts}. The residual form {res_words} "
           "(A18 on this different block, an extension: {a18c}). The residual norm is "
-          "{probe_words} (A19 {a19}; per token {a19c}).", a18=a18[0].verdict, a18c=a18[1].verdict, a19=a19[0].verdict,
-          a19c=a19[1].verdict,
+          "{probe_words} (A19 {a19}; per token {a19c}). {signs}", a18=a18[0].verdict, a18c=a18[1].verdict,
+          a19=a19[0].verdict, a19c=a19[1].verdict, signs=sign_words(a19),
           fp_words={"check passed": "does not approach a fixed point in any seed or size: its residual stays above "
                                     "half the first iteration's",
                     "check failed": "approaches a fixed point in some seed or size: its residual falls below half "

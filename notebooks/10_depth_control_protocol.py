@@ -442,8 +442,10 @@ frozen_norms.round(3)
 # this scale allows: a fresh AdamW, warm-up (`intervention_warmup` steps, capped at a quarter of the run) then a
 # **constant** lr, and a **fresh batch stream** (data seed + 1000, so neither arm replays the base run's first
 # batches); both arms share that stream and seed. **fixed**: loss at N, as before; **sampled**: each step draws
-# k ~ U{1..N} total applications and trains the prefix(k) plan. Differences from paper B: `steps` instead of its
-# 1000, a quarter of the base run's peak lr instead of 1.64e-4, batch 16 × 128 tokens instead of 8 × 2048. Paper B
+# k ~ U{1..N} total applications and trains the prefix(k) plan. Differences from paper B: the arms' step count,
+# learning rate and batch, printed beneath the arms from their own configuration beside paper B's (1000 steps,
+# 1.64e-4, 8 × 2048 tokens): by default a quarter of the scale's short run, a quarter of the base run's peak lr and
+# the base run's batch. Paper B
 # predicts that the sampled arm's calibration share collapses toward 0 and its fitted T at k = 1 moves to 1, while
 # the fixed arm stays near the base.
 
@@ -455,6 +457,10 @@ for seed in seeds:
     for arm in ("fixed", "sampled"):
         arms[arm, seed] = get_run(intervention_arm(base.config, arm, S.short_steps, steps, intervention_warmup,
                                                    intervention_lr), device=device)
+iv_cfg = arms["sampled", seeds[0]].config
+print(f"intervention arms: {iv_cfg.train.steps:,} steps (paper B: 1,000), warm-up {iv_cfg.train.warmup} then a "
+      f"constant lr {iv_cfg.train.lr:.3g} (paper B: 1.64e-4), batch {iv_cfg.train.batch_size} × "
+      f"{iv_cfg.data.seq_len} tokens (paper B: 8 × 2048)")
 iv_rows = []
 for (arm, seed), r in arms.items():
     rows_, _ = probe_shares(r, seed, 1, N0, [ProbeSpec.parse(p) for p in PAPER_B])

@@ -183,6 +183,9 @@ near = max(k for k in pooled.k if k < L)  # the nearest-full truncation of the g
 rep.fact("near_k", "pooled_shares", "k", {"probe": probes[1], "k": near}, agg="only")
 shallow = min(pooled.k)
 rep.fact("shallow_k", "pooled_shares", "k", {"probe": probes[1], "k": shallow}, agg="only")
+# each truncation's raw gap prefix(k) - prefix(L), mean over seeds (the gap every share below is a share of)
+rep.fact("near_gap", "shares", "raw gap", {"probe": probes[1], "k": near})
+rep.fact("shallow_gap", "shares", "raw gap", {"probe": probes[1], "k": shallow})
 
 
 def share_phrase(name, probe, k):
@@ -210,13 +213,14 @@ pooled_words = f"pooled over {len(seeds)} seeds" if len(seeds) > 1 else "one see
 rep.fact("train_s", "runs", "train s")
 rep.fact("params", "runs", "params")
 rep.prose("Results", "The {L}-layer dense Llama has {params:,.0f} parameters and trained for {train_s:.0f} s a seed "
-          "(mean over {n} seed{s}). Truncating it to prefix({near_k:.0f}) of {L} layers leaves a gap to the full "
-          "model. A temperature fitted to each of the two models (truncated and full) "
+          "(mean over {n} seed{s}). Truncating it to prefix({near_k:.0f}) of {L} layers leaves a gap of "
+          "{near_gap:.3f} nats to the full model. A temperature fitted to each of the two models (truncated and full) "
           f"{share_phrase('near_temp', 'head/temperature', near)}. The per-feature affine map "
           f"{share_phrase('near_diag', 'head/diagonal', near)}, and the tuned lens at the last layer's output "
           f"{share_phrase('near_tuned', 'loop/tuned', near)} ({pooled_words}). A share above 100% means the "
           "recalibrated truncated model reads out better than the recalibrated full one. At "
-          f"prefix({{shallow_k:.0f}}) the affine map {share_phrase('shallow_diag', 'head/diagonal', shallow)}.",
+          f"prefix({{shallow_k:.0f}}), a gap of {{shallow_gap:.3f}} nats, the affine map "
+          f"{share_phrase('shallow_diag', 'head/diagonal', shallow)}.",
           L=str(L), n=str(len(seeds)), s="" if len(seeds) == 1 else "s")
 
 # %%

@@ -55,27 +55,15 @@ ROOT = Path(__file__).resolve().parents[1]
 CPU = ROOT / "paper" / "cpu"
 PAGES = sorted((CPU / "html").glob("*.html"))
 PROSE = sorted((CPU / "tables").glob("*-prose.json"))
-# Sections whose committed execution predates rep.prose displaying every paragraph: a cell with two prose calls
-# showed only its last, so these paragraphs are in the section's prose.json but not on its page until the section
-# is re-executed at cpu (`make nb NB=<section> SCALE=cpu`, then `make html`). Strict: the re-executed section passes,
-# and its entry must then be removed here.
 # Absolute paths of an executing machine, built here so that this file names none (tests/test_references.py)
 WORK, HOME = "/" + "work/main", "/" + "home/someone"
-NEEDS_REEXECUTION = {
-    "10_depth_control_protocol": "section 10 needs re-execution at cpu: 'What this means: the readout' and 'What "
-                                 "this means: against a dense model' were printed before the fix and never rendered",
-    "13_your_model": "section 13 needs re-execution at cpu: its 'What this means' (inside an if block) was never "
-                     "rendered",
-}
 
 
 def _section(prose_json: Path) -> str:
     return prose_json.name[: -len("-prose.json")]
 
 
-@pytest.mark.parametrize("prose_json", [
-    pytest.param(p, id=_section(p), marks=[pytest.mark.xfail(strict=True, reason=NEEDS_REEXECUTION[_section(p)])]
-                 if _section(p) in NEEDS_REEXECUTION else []) for p in PROSE])
+@pytest.mark.parametrize("prose_json", [pytest.param(p, id=_section(p)) for p in PROSE])
 def test_every_paragraph_of_a_sections_prose_is_on_its_committed_page(prose_json):
     page = CPU / "html" / f"{_section(prose_json)}.html"
     assert page.is_file(), f"no page for {prose_json.name}"

@@ -69,8 +69,9 @@ def test_a_failed_computation_keeps_nothing_and_bad_keys_are_refused(tmp_path):
 
 def test_the_storage_code_is_not_part_of_the_fingerprint():
     """A change to how results are stored must not invalidate every kept result (issue 54)."""
-    assert "memo" not in memo.CODE_MODULES and "datafile" not in memo.CODE_MODULES
-    assert set(memo.LEGACY_CODE_MODULES) - set(memo.CODE_MODULES) == {"memo"}
+    assert "tiedlm_lib.memo" not in memo.CODE_MODULES and "tiedlm_lib.datafile" not in memo.CODE_MODULES
+    assert set(memo.LEGACY_CODE_MODULES) - set(memo.FILE_SCHEME_MODULES) == {"memo"}
+    assert [f"tiedlm_lib.{m}" for m in memo.FILE_SCHEME_MODULES] == list(memo.CODE_MODULES)
 
 
 def _probe(form, d=4, seed=0):
@@ -284,3 +285,98 @@ def test_the_committed_kept_results_are_data_only():
             if doc["arrays"]:
                 npz = d / doc["arrays"]["file"]
                 assert hashlib.sha256(npz.read_bytes()).hexdigest() == doc["arrays"]["sha256"], npz
+
+
+def _package(root: Path, name: str, files: dict[str, str]) -> tuple[str, ...]:
+    pkg = root / name
+    pkg.mkdir(exist_ok=True)
+    (pkg / "__init__.py").write_text("")
+    for f, text in files.items():
+        (pkg / f"{f}.py").write_text(text)
+    return tuple(f"{name}.{f}" for f in files)
+
+
+def test_the_code_key_follows_what_the_modules_define_not_where(tmp_path, monkeypatch):
+    """Issue 56: moving a definition between the deciding modules, reordering them, or rewriting an import keeps the
+    key (kept results survive a reorganised tree); changing a definition's text changes it."""
+    monkeypatch.syspath_prepend(str(tmp_path))
+    a = '''"""Module a."""
+from __future__ import annotations
+
+import math
+
+SCALE = 2.0  # a constant decides results too
+
+
+@staticmethod
+def double(x):
+    return SCALE * x
+
+
+# a comment between definitions
+def root(x):
+    """The square root."""
+    return math.sqrt(x)
+'''
+    b = '''import numpy as np
+
+__all__ = ["mean"]
+
+
+def mean(x):
+    return float(np.mean(x))
+'''
+    key = memo.code_fingerprint(_package(tmp_path, "p1", {"a": a, "b": b}))
+    # root moves from a to b, b's imports and __all__ are rewritten, the comment between definitions goes
+    a2 = a[:a.index("# a comment")].rstrip() + "\n"
+    b2 = ("import math\n\nimport numpy as np\n\n__all__ = ['mean', 'root']\n\n\n"
+          + a[a.index("def root"):] + "\n\n" + b[b.index("def mean"):])
+    assert memo.code_fingerprint(_package(tmp_path, "p2", {"a": a2, "b": b2})) == key
+    assert memo.code_fingerprint(_package(tmp_path, "p3", {"b": b2, "a": a2})) == key  # the list's order neither
+    # the same definitions in one module
+    assert memo.code_fingerprint(_package(tmp_path, "p4", {"ab": a + "\n" + b})) == key
+    changed = {"body": a.replace("math.sqrt(x)", "math.sqrt(abs(x))"), "constant": a.replace("2.0", "3.0"),
+               "decorator": a.replace("@staticmethod\n", ""), "docstring": a.replace("The square root", "Root")}
+    for i, (what, text) in enumerate(changed.items()):
+        assert memo.code_fingerprint(_package(tmp_path, f"q{i}", {"a": text, "b": b})) != key, what
+    # a definition that leaves the deciding modules changes it too
+    assert memo.code_fingerprint(_package(tmp_path, "p5", {"a": a2, "b": b})) != key
+    with pytest.raises(ModuleNotFoundError, match="no Python source"):
+        memo.code_fingerprint(("p1.missing",))
+
+
+def test_the_library_key_is_its_definitions():
+    defs = memo.definitions()
+    names = {n for n, _ in defs}
+    assert {"Probe", "bootstrap_indices", "TiedLM", "code_fingerprint"} & names == {"Probe", "bootstrap_indices", "TiedLM"}
+    assert not [t for _, t in defs if t.startswith(("import ", "from "))]
+    assert len(memo.code_fingerprint()) == 16
+
+
+def test_rekey_moves_each_result_todays_files_would_find_and_nothing_else(tmp_path, monkeypatch):
+    run = tmp_path / "runs" / "v3-s0-abc"
+    run.mkdir(parents=True)
+    (run / "model.safetensors").write_bytes(b"weights")
+    new = memo.code_fingerprint()
+    monkeypatch.setattr(memo, "file_fingerprint", lambda modules=memo.FILE_SCHEME_MODULES: "0ld0ld0ld0ld0ld0")
+    key, arrays = {"seed": 0}, {"shares": np.arange(4.0), "n": 3}
+    monkeypatch.setattr(memo, "code_fingerprint", lambda modules=memo.CODE_MODULES: "0ld0ld0ld0ld0ld0")
+    old_path = memo.memo_path(run, "shares", key)
+    memo.memoised(run, "shares", key, lambda: arrays)
+    memo.memoised(run, "table", {"seed": 0}, lambda: [1, 2])  # no arrays: a JSON alone
+    monkeypatch.setattr(memo, "code_fingerprint", lambda modules=memo.CODE_MODULES: "s7a1es7a1es7a1e0")
+    stale = memo.memoised(run, "shares", {"seed": 1}, lambda: arrays) and memo.memo_path(run, "shares", {"seed": 1})
+    monkeypatch.setattr(memo, "code_fingerprint", lambda modules=memo.CODE_MODULES: new)
+    assert [r["status"] for r in memo.rekey(tmp_path / "runs", dry_run=True)].count("would rekey") == 2
+    assert old_path.exists()
+    recs = {Path(r["json"]).name: r for r in memo.rekey(tmp_path / "runs")}
+    assert recs[old_path.name]["status"] == "rekeyed" and not old_path.exists()
+    assert not old_path.with_suffix(".npz").exists()
+    assert "computed under other code" in recs[stale.name]["why"] and stale.exists()
+    kept = memo.memoised(run, "shares", key, lambda: 1 / 0)  # found under the new key, not recomputed
+    assert datafile.same(arrays, kept) is None and memo.memoised(run, "table", {"seed": 0}, lambda: 1 / 0) == [1, 2]
+    meta = datafile.read_meta(memo.memo_path(run, "shares", key))
+    assert meta["code"] == new and meta["rekeyed_from"] == {"file": old_path.name, "code": "0ld0ld0ld0ld0ld0"}
+    stale.unlink()
+    stale.with_suffix(".npz").unlink()
+    assert {r["status"] for r in memo.rekey(tmp_path / "runs")} == {"current"}  # once only

@@ -5,8 +5,8 @@ computes a result once per (run, what, key, code) and keeps it in ``<run dir>/de
 arrays in ``<what>-<hash>.npz`` beside it (``tiedlm_lib.datafile``: data only, written atomically; the JSON starts
 with the key and the code fingerprint, for a reader); a notebook interrupted halfway resumes at the first result it
 has not kept. The hash covers the key (every argument that changes the result: documents, depths, probes, refits,
-resamples, seeds), the run's weights and the source of the library modules that compute it, so a changed estimator
-never reuses an old result. ``TIEDLM_MEMO=0`` turns the reuse off (results are recomputed, nothing is read or
+resamples, seeds), the run's weights and the code of the library modules that compute it (what they define, not
+where: ``code_fingerprint``), so a changed estimator never reuses an old result and a moved one keeps its results. ``TIEDLM_MEMO=0`` turns the reuse off (results are recomputed, nothing is read or
 written).
 
 Kept results are data, never code: reading one parses JSON and an npz (``allow_pickle=False``) and builds only the
@@ -18,7 +18,10 @@ migrate runs/cpu`` converted this project's own kept pickles once (``migrate``).
 from __future__ import annotations
 
 import argparse
+import ast
+import functools
 import hashlib
+import importlib.util
 import io
 import json
 import os
@@ -38,17 +41,83 @@ T = TypeVar("T")
 # The modules whose code decides a derived result (a change to any of them recomputes every kept result). memo and
 # datafile are not among them: how a result is stored does not change the result, and a change to the storage code
 # must not silently invalidate every kept result (a format change is a migration, like ``migrate``).
-CODE_MODULES = ("lens", "stats", "schedules", "model", "layout", "config", "evaluation", "data", "dcp", "backprop",
-                "exits", "paths", "analysis")
+CODE_MODULES = tuple(f"tiedlm_lib.{m}" for m in ("lens", "stats", "schedules", "model", "layout", "config",
+                                                  "evaluation", "data", "dcp", "backprop", "exits", "paths",
+                                                  "analysis"))
 FORMAT = "tiedlm_lib.datafile/1"
 PICKLE_SUFFIXES = (".pkl", ".pickle")
 
 
-def code_fingerprint(modules: tuple[str, ...] = CODE_MODULES) -> str:
-    here = Path(__file__).parent
-    h = hashlib.sha256()
+# ------------------------------------------------------------------------------------------------ the code's key
+# A kept result's key holds the code that computed it as what that code *defines*, not where it lies: each top-level
+# function, class and constant of CODE_MODULES, by name, as its source text. Moving a definition from one of these
+# modules to another, reordering them, or rewriting an import keeps every kept result (issue 56: the tree can be
+# reorganised without recomputing hours of probe shares); a change to any definition's text recomputes them. Imports
+# are left out because a move rewrites them; what an import names is hashed where it is defined. The text is the
+# statement's source lines, which ast locates, so the key is the same under every Python version (an ``ast.dump``
+# differs between versions). Comments between definitions are not part of any statement; a comment or docstring
+# inside one is, which errs towards recomputing.
+Definition = tuple[str, str]  # (name, source text); the name is "" for a statement that binds none
+
+
+def _binds(node: ast.stmt) -> str | None:
+    if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+        return node.name
+    targets = node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(
+        node, (ast.AnnAssign, ast.AugAssign)) else []
+    names = [t.id for t in targets if isinstance(t, ast.Name)]
+    return ",".join(names) if names else None
+
+
+def _is_import(node: ast.stmt) -> bool:
+    """An import, or an ``if``/``try`` block of nothing but imports (``if TYPE_CHECKING:``, optional imports)."""
+    if isinstance(node, (ast.Import, ast.ImportFrom)):
+        return True
+    if isinstance(node, ast.If) or isinstance(node, ast.Try):
+        inner = node.body + node.orelse + [s for h in getattr(node, "handlers", []) for s in h.body]
+        return all(_is_import(s) or isinstance(s, ast.Pass) for s in inner)
+    return False
+
+
+@functools.lru_cache(maxsize=256)
+def _file_definitions(path: str, mtime_ns: int, size: int) -> tuple[Definition, ...]:
+    source = Path(path).read_text(encoding="utf-8")
+    lines = source.splitlines()
+    tree = ast.parse(source, filename=path)
+    out = []
+    for i, node in enumerate(tree.body):
+        docstring = i == 0 and isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant) and isinstance(
+            node.value.value, str)
+        name = _binds(node)
+        if docstring or _is_import(node) or name == "__all__":
+            continue
+        first = min([node.lineno] + [d.lineno for d in getattr(node, "decorator_list", [])])
+        out.append((name or "", "\n".join(lines[first - 1:node.end_lineno])))
+    return tuple(out)
+
+
+def module_path(module: str) -> Path:
+    """The source file of an importable module name (``tiedlm_lib.lens``), found without importing it."""
+    spec = importlib.util.find_spec(module)
+    if spec is None or not spec.origin or not spec.origin.endswith(".py"):
+        raise ModuleNotFoundError(f"{module!r}: no Python source file for this module")
+    return Path(spec.origin)
+
+
+def definitions(modules: tuple[str, ...] = CODE_MODULES) -> list[Definition]:
+    """Every top-level definition of ``modules`` (imports, the module docstring and ``__all__`` left out), sorted:
+    the same list wherever in ``modules`` each definition lies."""
+    out: list[Definition] = []
     for m in modules:
-        h.update(m.encode() + b"\0" + (here / f"{m}.py").read_bytes())
+        st = module_path(m).stat()
+        out.extend(_file_definitions(str(module_path(m)), st.st_mtime_ns, st.st_size))
+    return sorted(out)
+
+
+def code_fingerprint(modules: tuple[str, ...] = CODE_MODULES) -> str:
+    h = hashlib.sha256()
+    for name, text in definitions(modules):
+        h.update(name.encode() + b"\0" + text.encode() + b"\0")
     return h.hexdigest()[:16]
 
 
@@ -228,6 +297,72 @@ def migrate(root: str | Path, legacy_memo: bytes, dry_run: bool = False) -> list
     return out
 
 
+# ---------------------------------------------------------------------------------------- the one-off re-keying
+# Until issue 56 the code's key hashed the bytes of each file of FILE_SCHEME_MODULES (``file_fingerprint``), so moving
+# or re-importing anything invalidated every kept result. ``rekey`` gives each kept result that today's files would
+# find (its name hashes under today's file fingerprint) the name it has under today's definitions: the same code,
+# named another way. It must run before any file is moved (the file scheme reads the old flat paths).
+FILE_SCHEME_MODULES = ("lens", "stats", "schedules", "model", "layout", "config", "evaluation", "data", "dcp",
+                       "backprop", "exits", "paths", "analysis")
+
+
+def file_fingerprint(modules: tuple[str, ...] = FILE_SCHEME_MODULES) -> str:
+    """The code's key before issue 56: the bytes of each module file under the package's folder."""
+    here = Path(__file__).parent
+    h = hashlib.sha256()
+    for m in modules:
+        h.update(m.encode() + b"\0" + (here / f"{m}.py").read_bytes())
+    return h.hexdigest()[:16]
+
+
+def rekey(root: str | Path, dry_run: bool = False) -> list[dict[str, Any]]:
+    """Move each kept result under ``root`` (a runs directory or one run) from its name under the file scheme to its
+    name under the definitions scheme, once.
+
+    A result is moved when its JSON names the same ``what`` as its file and its key, with today's
+    ``file_fingerprint()`` and the run's weights, hashes to its name (today's memo would have found it). It is read,
+    written at ``memo_path`` (the JSON records ``rekeyed_from``: the old name and the code it recorded), read back and
+    compared with the original (``datafile.same``); only then are the old JSON and npz deleted. A result that fails a
+    check stays where it is and is reported (a stale result: delete it). Returns one record per kept JSON (``status``:
+    rekeyed, current, would rekey, or skipped with ``why``)."""
+    old, new = file_fingerprint(), code_fingerprint()
+    out = []
+    for js in sorted(p for p in Path(root).rglob("*.json") if p.parent.name == "derived"):
+        meta = datafile.read_meta(js)
+        what, _, h = js.stem.rpartition("-")
+        run_dir = js.parent.parent
+        rec: dict[str, Any] = {"json": str(js)}
+        out.append(rec)
+        if "key" in meta and memo_path(run_dir, what, meta["key"]) == js:
+            rec["status"] = "current"
+            continue
+        why = ("not a kept result (no key)" if "key" not in meta else
+               f"its JSON names {meta.get('what')!r}, its file {what!r}" if meta.get("what") != what else
+               f"its key does not hash to its name under today's files ({old}): computed under other code"
+               if _key_hash(meta["key"], old, weights_fingerprint(run_dir)) != h else None)
+        if why:
+            rec.update(status="skipped", why=why)
+            continue
+        target = memo_path(run_dir, what, meta["key"])
+        rec["to"] = str(target)
+        if dry_run:
+            rec["status"] = "would rekey"
+            continue
+        _, obj = datafile.read(js)
+        extra = {k: meta[k] for k in ("migrated_from",) if k in meta}
+        datafile.write(target, obj, _meta(what, meta["key"], new, CODE_MODULES, **extra,
+                                          rekeyed_from={"file": js.name, "code": meta.get("code")}), what=what)
+        diff = datafile.same(obj, datafile.read(target)[1])
+        if diff:
+            raise ValueError(f"{target} does not read back as {js}: {diff}; the original is kept")
+        npz = js.with_suffix(".npz")
+        if npz.exists():
+            npz.unlink()
+        js.unlink()
+        rec["status"] = "rekeyed"
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m tiedlm_lib.memo", description=__doc__.split("\n\n")[0])
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -236,7 +371,17 @@ def main(argv: list[str] | None = None) -> int:
     m.add_argument("--legacy-memo", default=LEGACY_MEMO,
                    help="the pickle-writing memo.py: git REV:PATH or a file (default %(default)s)")
     m.add_argument("--dry-run", action="store_true", help="check and list, convert nothing")
+    r = sub.add_parser("rekey", help=rekey.__doc__.split("\n\n")[0])
+    r.add_argument("root", help="a runs directory (runs/cpu) or one run's directory")
+    r.add_argument("--dry-run", action="store_true", help="check and list, move nothing")
     a = ap.parse_args(argv)
+    if a.cmd == "rekey":
+        recs = rekey(a.root, dry_run=a.dry_run)
+        for rec in recs:
+            print(f"{rec['status']:>11}  {rec['json']}" + (f"  ({rec['why']})" if "why" in rec else ""))
+        counts = {s: sum(rec["status"] == s for rec in recs) for s in ("rekeyed", "would rekey", "current", "skipped")}
+        print(", ".join(f"{n} {s}" for s, n in counts.items()))
+        return 0 if not counts["skipped"] else 1
     recs = migrate(a.root, read_legacy_memo(a.legacy_memo), dry_run=a.dry_run)
     for r in recs:
         print(f"{r['status']:>13}  {r['pickle']}" + (f"  ({r['why']})" if "why" in r else f"  -> {r.get('json')}"))

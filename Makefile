@@ -1,4 +1,4 @@
-# tiedlm — make paper [SCALE=cpu] | make test | make setup | make lab | make main | make nb NB=04_tradeoff [SCALE=cpu] | make lint
+# tiedlm — make paper [SCALE=cpu] | make verify [SECTIONS=...] | make test | make setup | make lab | make main | make nb NB=04_tradeoff [SCALE=cpu] | make lint
 PY ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
@@ -12,7 +12,7 @@ JOBS ?= 1
 EXPS ?= v3 v4
 export OMP_NUM_THREADS ?= 2
 
-.PHONY: setup test paper html browser main nb sync lint clean-runs lab save-runs
+.PHONY: setup test paper verify html browser main nb sync lint clean-runs lab save-runs
 
 setup: $(VENV)/.installed
 
@@ -44,6 +44,16 @@ test: setup
 paper: setup
 	$(BIN)/python -m tiedlm_lib.paper --scale $(SCALE) --jobs $(JOBS) $(if $(SEEDS),--seeds $(SEEDS)) \
 	  $(if $(filter 1,$(REHEARSE)),--rehearse)
+
+# Does this machine reproduce the paper? Re-executes the sections (all, or SECTIONS=04_tradeoff,...) from the shipped
+# runs into build/verify/<scale>/ and compares every number of every committed table, prose file and ledger entry:
+# integers and strings exactly, floats within RTOL; wall-clock and memory measurements left out by name. One line
+# per section: identical, within tolerance, or differs with the first differing cells (tiedlm_lib/verify.py).
+SECTIONS ?=
+RTOL ?= 1e-6
+verify: setup
+	$(BIN)/python -m tiedlm_lib.verify --scale $(SCALE) --jobs $(JOBS) --rtol $(RTOL) \
+	  $(if $(SECTIONS),--sections $(SECTIONS))
 
 # JupyterLab on the notebooks: the paired .py sources open as notebooks (jupytext), saved back to both forms.
 # Normal token auth; open the URL it prints.

@@ -348,7 +348,8 @@ def mean(x):
 def test_the_library_key_is_its_definitions():
     defs = memo.definitions()
     names = {n for n, _ in defs}
-    assert {"Probe", "bootstrap_indices", "TiedLM", "code_fingerprint"} & names == {"Probe", "bootstrap_indices", "TiedLM"}
+    deciding = {"Probe", "bootstrap_indices", "TiedLM"}
+    assert (deciding | {"code_fingerprint"}) & names == deciding  # memo itself is not a deciding module
     assert not [t for _, t in defs if t.startswith(("import ", "from "))]
     assert len(memo.code_fingerprint()) == 16
 

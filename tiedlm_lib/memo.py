@@ -6,8 +6,8 @@ arrays in ``<what>-<hash>.npz`` beside it (``tiedlm_lib.datafile``: data only, w
 with the key and the code fingerprint, for a reader); a notebook interrupted halfway resumes at the first result it
 has not kept. The hash covers the key (every argument that changes the result: documents, depths, probes, refits,
 resamples, seeds), the run's weights and the code of the library modules that compute it (what they define, not
-where: ``code_fingerprint``), so a changed estimator never reuses an old result and a moved one keeps its results. ``TIEDLM_MEMO=0`` turns the reuse off (results are recomputed, nothing is read or
-written).
+where: ``code_fingerprint``), so a changed estimator never reuses an old result and a moved one keeps its
+results. ``TIEDLM_MEMO=0`` turns the reuse off (results are recomputed, nothing is read or written).
 
 Kept results are data, never code: reading one parses JSON and an npz (``allow_pickle=False``) and builds only the
 allowlisted types of ``tiedlm_lib.datafile``. A pickle in a run's ``derived/`` (where results were kept as pickles

@@ -103,8 +103,10 @@ def output_name(scale: str, seeds: list[int] | None = None) -> str:
     return f"{scale}-seeds{'_'.join(map(str, sorted(seeds)))}"
 
 
-def _outputs(scale: str, seeds: list[int] | None, root: Path) -> tuple[Path, dict]:
-    """The checked scale and seeds as the notebooks' parameters, and the folder their executed copies go to (made)."""
+def _outputs(scale: str, seeds: list[int] | None, root: Path, into: Path | None = None) -> tuple[Path, dict]:
+    """The checked scale and seeds as the notebooks' parameters, and the folder their executed copies go to (made).
+    ``into``: a folder of their own for the executed notebooks, tables, ledger and figures (``make verify``'s scratch:
+    ``<into>/paper`` and ``<into>/figures``), never the committed ones."""
     from .experiments import get_scale  # torch only when executing
 
     get_scale(scale)
@@ -115,29 +117,33 @@ def _outputs(scale: str, seeds: list[int] | None, root: Path) -> tuple[Path, dic
         if sorted(seeds) == sorted(get_scale(scale).seeds):
             seeds = None  # the scale's own seeds: its paper, with its extended seeds (registry.extended_seeds)
     name = output_name(scale, seeds)
-    out_dir = root / "paper" / name
+    out_dir = Path(into) / "paper" if into else root / "paper" / name
     out_dir.mkdir(parents=True, exist_ok=True)
     params = {"scale": scale, **({} if seeds is None else {"seeds": seeds})}
-    if name != scale:  # a first look of its own: tables, ledger and figures beside, never over, the scale's
+    if into:
+        params |= {"paper_dir": str(out_dir), "figures_dir": str(Path(into) / "figures")}
+    elif name != scale:  # a first look of its own: tables, ledger and figures beside, never over, the scale's
         params |= {"paper_dir": str(out_dir), "figures_dir": str(root / "figures" / name)}
     return out_dir, params
 
 
 def execute(scale: str, only: list[str] | None = None, root: Path | None = None, log=print,
-            seeds: list[int] | None = None, jobs: int = 1) -> list[dict]:
+            seeds: list[int] | None = None, jobs: int = 1, into: Path | None = None) -> list[dict]:
     """Execute the notebooks with papermill into paper/<scale>/; returns [{notebook, seconds}]. ``seeds``: the
     training seeds of every section (default: the scale's); other seeds than the scale's give a quick first look
     whose verdicts say "single-seed" in their basis, written to paper/<scale>-seeds<...>/ (``output_name``). ``jobs``
     > 1 executes that many sections at once, each kernel single-threaded (on 2 cores two single-threaded processes
     train these small models ~1.3x faster than one two-threaded process; a run two sections need is trained once, the
-    second waiting on its lock); the claims section runs last, alone. CPU float results depend on the thread count,
-    which each run records."""
+    second waiting on its lock); the claims section runs last, alone. CPU float results depend on the thread count
+    (in the fourth or fifth digit), so every kernel is single-threaded however many sections run at once: the
+    committed cpu numbers were computed so, and a re-execution gives the same digits (``make verify``). ``into``: a
+    scratch folder for every output (``_outputs``)."""
     import papermill as pm  # notebook machinery only when executing, not for the HTML
 
     if not isinstance(jobs, int) or jobs < 1:
         raise ValueError(f"jobs must be an integer >= 1, got {jobs!r}")
     root = (root or project_root()).resolve()  # absolute: the run changes the working directory
-    out_dir, params = _outputs(scale, seeds, root)
+    out_dir, params = _outputs(scale, seeds, root, into)
     nbs = notebooks(root, only)
     budgets = REHEARSAL_PARAMS if scale == "rehearsal" else {}
     timings: list[dict] = []
@@ -169,7 +175,7 @@ def execute(scale: str, only: list[str] | None = None, root: Path | None = None,
         log(f"      {nb.stem} done in {dt:.0f} s (total {time.perf_counter() - start:.0f} s)")
 
     numbered = list(enumerate(nbs, 1))
-    with contextlib.chdir(root / "notebooks"):  # the kernels resolve ../runs and ../figures from it
+    with contextlib.chdir(root / "notebooks"), _single_threaded_kernels():  # ../runs and ../figures from there
         if jobs == 1:
             for i, nb in numbered:
                 run_one(i, nb)
@@ -186,29 +192,28 @@ def _run_parallel(run_one, numbered: list, jobs: int) -> None:
     here = {nb.stem for _, nb in rest}
     waiting = {(i, nb): {d for d in AFTER.get(nb.stem, ()) if d in here} for i, nb in rest}
     finished: set[str] = set()
-    with _single_threaded_kernels():
-        pool = ThreadPoolExecutor(jobs)
-        running: dict = {}
+    pool = ThreadPoolExecutor(jobs)
+    running: dict = {}
 
-        def start_ready():
-            for item, deps in list(waiting.items()):
-                if deps <= finished:
-                    del waiting[item]
-                    running[pool.submit(run_one, *item)] = item[1].stem
+    def start_ready():
+        for item, deps in list(waiting.items()):
+            if deps <= finished:
+                del waiting[item]
+                running[pool.submit(run_one, *item)] = item[1].stem
 
-        try:
+    try:
+        start_ready()
+        while running:
+            done, _ = wait(running, return_when=FIRST_COMPLETED)
+            for f in done:
+                name = running.pop(f)
+                f.result()  # the first failure stops the run: sections not started are cancelled
+                finished.add(name)
             start_ready()
-            while running:
-                done, _ = wait(running, return_when=FIRST_COMPLETED)
-                for f in done:
-                    name = running.pop(f)
-                    f.result()  # the first failure stops the run: sections not started are cancelled
-                    finished.add(name)
-                start_ready()
-        finally:
-            pool.shutdown(wait=True, cancel_futures=True)
-        for i, nb in last:
-            run_one(i, nb)
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
+    for i, nb in last:
+        run_one(i, nb)
 
 
 @contextlib.contextmanager

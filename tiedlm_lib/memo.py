@@ -52,8 +52,9 @@ PICKLE_SUFFIXES = (".pkl", ".pickle")
 # A kept result's key holds the code that computed it as what that code *defines*, not where it lies: each top-level
 # function, class and constant of CODE_MODULES, by name, as its source text. Moving a definition from one of these
 # modules to another, reordering them, or rewriting an import keeps every kept result (issue 56: the tree can be
-# reorganised without recomputing hours of probe shares); a change to any definition's text recomputes them. Imports
-# are left out because a move rewrites them; what an import names is hashed where it is defined. The text is the
+# reorganised without recomputing hours of probe shares); a change to any definition's text recomputes them. Imports,
+# at the top or deferred inside a function, are left out because a move rewrites them; what an import names is
+# hashed where it is defined. The text is the
 # statement's source lines, which ast locates, so the key is the same under every Python version (an ``ast.dump``
 # differs between versions). Comments between definitions are not part of any statement; a comment or docstring
 # inside one is, which errs towards recomputing.
@@ -92,7 +93,12 @@ def _file_definitions(path: str, mtime_ns: int, size: int) -> tuple[Definition, 
         if docstring or _is_import(node) or name == "__all__":
             continue
         first = min([node.lineno] + [d.lineno for d in getattr(node, "decorator_list", [])])
-        out.append((name or "", "\n".join(lines[first - 1:node.end_lineno])))
+        # an import inside a definition (a deferred one) is left out too: a move rewrites it as well
+        inner = {n for sub in ast.walk(node) if isinstance(sub, (ast.Import, ast.ImportFrom))
+                 for n in range(sub.lineno, sub.end_lineno + 1)
+                 if lines[sub.lineno - 1].lstrip().startswith(("import ", "from "))}
+        text = "\n".join(line for n, line in enumerate(lines[first - 1:node.end_lineno], first) if n not in inner)
+        out.append((name or "", text))
     return tuple(out)
 
 

@@ -317,7 +317,9 @@ def double(x):
 def root(x):
     """The square root."""
     from p1 import b  # noqa: F401  (a deferred import: rewritten by a move, not part of the key)
-    return math.sqrt(x)
+    if x < 0:
+        raise ValueError(f"root of a negative number: {x} (see p1.a)")
+    return math.sqrt(x) if "#" else 0.0  # '#' in a string stays
 '''
     b = '''import numpy as np
 
@@ -338,9 +340,17 @@ def mean(x):
     # the same definitions in one module
     assert memo.code_fingerprint(_package(tmp_path, "p4", {"ab": a + "\n" + b})) == key
     changed = {"body": a.replace("math.sqrt(x)", "math.sqrt(abs(x))"), "constant": a.replace("2.0", "3.0"),
-               "decorator": a.replace("@staticmethod\n", ""), "docstring": a.replace("The square root", "Root")}
+               "decorator": a.replace("@staticmethod\n", ""), "condition": a.replace("x < 0", "x <= 0"),
+               "a string": a.replace('if "#"', 'if "##"')}
     for i, (what, text) in enumerate(changed.items()):
         assert memo.code_fingerprint(_package(tmp_path, f"q{i}", {"a": text, "b": b})) != key, what
+    # what never decides a result: a docstring, a comment, a blank line, how a bad input fails
+    same = {"docstring": a.replace("The square root", "Root"), "comment": a.replace("# '#' in", "# a '#' in"),
+            "blank": a.replace("    if x < 0:", "\n    if x < 0:"),
+            "raise": a.replace('ValueError(f"root of a negative number: {x} (see p1.a)")',
+                               'ArithmeticError(\n            f"no real root of {x} (see p2.b)")')}
+    for i, (what, text) in enumerate(same.items()):
+        assert memo.code_fingerprint(_package(tmp_path, f"r{i}", {"a": text, "b": b})) == key, what
     # a definition that leaves the deciding modules changes it too
     assert memo.code_fingerprint(_package(tmp_path, "p5", {"a": a2, "b": b})) != key
     with pytest.raises(ModuleNotFoundError, match="no Python source"):

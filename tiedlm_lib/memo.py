@@ -28,6 +28,7 @@ import os
 import pickle
 import subprocess
 import sys
+import tokenize
 import warnings
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -52,12 +53,11 @@ PICKLE_SUFFIXES = (".pkl", ".pickle")
 # A kept result's key holds the code that computed it as what that code *defines*, not where it lies: each top-level
 # function, class and constant of CODE_MODULES, by name, as its source text. Moving a definition from one of these
 # modules to another, reordering them, or rewriting an import keeps every kept result (issue 56: the tree can be
-# reorganised without recomputing hours of probe shares); a change to any definition's text recomputes them. Imports,
-# at the top or deferred inside a function, are left out because a move rewrites them; what an import names is
-# hashed where it is defined. The text is the
-# statement's source lines, which ast locates, so the key is the same under every Python version (an ``ast.dump``
-# differs between versions). Comments between definitions are not part of any statement; a comment or docstring
-# inside one is, which errs towards recomputing.
+# reorganised without recomputing hours of probe shares); a change to any definition's code recomputes them. Left out,
+# since a move rewrites them or they never decide a result: imports (at the top or deferred inside a function),
+# docstrings, comments, blank lines and ``raise`` statements (``_left_out``). The text is the statements' source
+# lines, which ast and the tokenizer locate, so the key is the same under every Python version (an ``ast.dump``
+# differs between versions).
 Definition = tuple[str, str]  # (name, source text); the name is "" for a statement that binds none
 
 
@@ -80,6 +80,36 @@ def _is_import(node: ast.stmt) -> bool:
     return False
 
 
+def _left_out(node: ast.stmt, lines: list[str]) -> set[int]:
+    """The line numbers inside a definition that do not decide what it computes: deferred imports (a move rewrites
+    them), docstrings, and ``raise`` statements (how a bad input fails, its message included, not what a good one
+    gives: a changed condition before a raise still changes the key). A line is left out only when the statement
+    starts it."""
+    out = set()
+    for sub in ast.walk(node):
+        doc = (isinstance(sub, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and sub.body
+               and isinstance(sub.body[0], ast.Expr) and isinstance(sub.body[0].value, ast.Constant)
+               and isinstance(sub.body[0].value.value, str))
+        for s in ([sub.body[0]] if doc else []) + ([sub] if isinstance(sub, (ast.Import, ast.ImportFrom, ast.Raise))
+                                                   else []):
+            if lines[s.lineno - 1][:s.col_offset].strip() == "":  # the statement starts its line
+                out.update(range(s.lineno, s.end_lineno + 1))
+    return out
+
+
+def _without_comments(text: str) -> str:
+    """The text without its comments and blank lines (comments found by the tokenizer, so a '#' in a string stays)."""
+    try:
+        toks = list(tokenize.generate_tokens(io.StringIO(text).readline))
+    except (tokenize.TokenError, SyntaxError):  # a fragment the tokenizer cannot end (never a whole statement)
+        return text
+    lines = text.split("\n")
+    for t in reversed([t for t in toks if t.type == tokenize.COMMENT]):
+        row, col = t.start
+        lines[row - 1] = lines[row - 1][:col].rstrip()
+    return "\n".join(ln for ln in lines if ln.strip())
+
+
 @functools.lru_cache(maxsize=256)
 def _file_definitions(path: str, mtime_ns: int, size: int) -> tuple[Definition, ...]:
     source = Path(path).read_text(encoding="utf-8")
@@ -93,12 +123,9 @@ def _file_definitions(path: str, mtime_ns: int, size: int) -> tuple[Definition, 
         if docstring or _is_import(node) or name == "__all__":
             continue
         first = min([node.lineno] + [d.lineno for d in getattr(node, "decorator_list", [])])
-        # an import inside a definition (a deferred one) is left out too: a move rewrites it as well
-        inner = {n for sub in ast.walk(node) if isinstance(sub, (ast.Import, ast.ImportFrom))
-                 for n in range(sub.lineno, sub.end_lineno + 1)
-                 if lines[sub.lineno - 1].lstrip().startswith(("import ", "from "))}
-        text = "\n".join(line for n, line in enumerate(lines[first - 1:node.end_lineno], first) if n not in inner)
-        out.append((name or "", text))
+        drop = _left_out(node, lines)
+        text = "\n".join(line for n, line in enumerate(lines[first - 1:node.end_lineno], first) if n not in drop)
+        out.append((name or "", _without_comments(text)))
     return tuple(out)
 
 

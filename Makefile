@@ -49,17 +49,17 @@ paper: setup
 # Does this machine reproduce the paper? Re-executes the sections (all, or SECTIONS=04_tradeoff,...) from the shipped
 # runs into build/verify/<scale>/ and compares every number of every committed table, prose file and ledger entry:
 # integers and strings exactly, floats within RTOL; wall-clock and memory measurements left out by name. One line
-# per section: identical, within tolerance, or differs with the first differing cells (tiedlm_lib/verify.py).
+# per section: identical, within tolerance, or differs with the first differing cells (tiedlm_lib/paper/verify.py).
 SECTIONS ?=
 RTOL ?= 1e-6
 verify: setup
-	$(BIN)/python -m tiedlm_lib.verify --scale $(SCALE) --jobs $(JOBS) --rtol $(RTOL) \
+	$(BIN)/python -m tiedlm_lib.paper.verify --scale $(SCALE) --jobs $(JOBS) --rtol $(RTOL) \
 	  $(if $(SECTIONS),--sections $(SECTIONS))
 
 # JupyterLab on the notebooks: the paired .py sources open as notebooks (jupytext), saved back to both forms.
 # Normal token auth; open the URL it prints.
 lab: setup
-	$(BIN)/python -m tiedlm_lib.lab --write-settings
+	$(BIN)/python -m tiedlm_lib.paper.lab --write-settings
 	$(BIN)/jupyter lab --notebook-dir=notebooks $(if $(filter 0,$(shell id -u)),--allow-root)
 
 # Re-render the HTML from already executed notebooks.

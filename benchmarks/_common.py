@@ -7,7 +7,7 @@ import csv
 import torch
 
 from tiedlm_lib import TrainConfig
-from tiedlm_lib.training import supervised_loss
+from tiedlm_lib.training.loop import supervised_loss
 
 
 def train_step(model, opt, x: torch.Tensor, y: torch.Tensor, cfg: TrainConfig, amp: bool = False) -> torch.Tensor:

@@ -12,8 +12,7 @@ import tracemalloc
 
 import numpy as np
 
-from tiedlm_lib.evaluation import NLLStats
-from tiedlm_lib.stats import paired_diff, percentile, value
+from tiedlm_lib.stats.bootstrap import NLLStats, paired_diff, percentile, value
 
 
 def one_array(a: NLLStats, b: NLLStats, n_boot: int, seed: int):

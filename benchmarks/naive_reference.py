@@ -28,8 +28,8 @@ import torch.nn.functional as F
 from _common import train_step, write_csv  # benchmarks/ is the script's directory
 
 from tiedlm_lib import TiedLM, TrainConfig, experiment
-from tiedlm_lib.analysis import depth_grid
 from tiedlm_lib.data import shift_targets
+from tiedlm_lib.evaluation.analysis import depth_grid
 
 
 # ---------------------------------------------------------------------------------------------------- naive model
@@ -96,7 +96,7 @@ class NaiveLM(nn.Module):
 
     def __init__(self, cfg):
         super().__init__()
-        from tiedlm_lib.layout import parse_layout
+        from tiedlm_lib.model.layout import parse_layout
 
         T, d = cfg.max_seq_len, cfg.d_model
         self.segments = parse_layout(cfg.layout)

@@ -1,6 +1,6 @@
 """Cost and a first look (one seed, not a verdict) of the readout-probe family on a cpu-scale single-depth model.
 
-For every probe (placement x form, tiedlm_lib.lens) the calibration share of the k=1 -> k=16 prefix gap with 2
+For every probe (placement x form, tiedlm_lib.depth.readout) the calibration share of the k=1 -> k=16 prefix gap with 2
 refits, then the share against calibration tokens for the diagonal and full forms at both placements, with the
 seconds each took. Section 10 is where such numbers become verdicts (several seeds, stated criteria).
 
@@ -14,11 +14,11 @@ import numpy as np
 import pandas as pd
 
 from tiedlm_lib import get_run
-from tiedlm_lib.analysis import cached_corpus
 from tiedlm_lib.data import eval_batches
-from tiedlm_lib.dcp import split_documents
-from tiedlm_lib.lens import ProbeSpec, all_probes, collect_states, data_curve, share_by_probe
-from tiedlm_lib.schedules import plan
+from tiedlm_lib.depth.dcp import split_documents
+from tiedlm_lib.depth.readout import ProbeSpec, all_probes, collect_states, data_curve, share_by_probe
+from tiedlm_lib.evaluation.analysis import cached_corpus
+from tiedlm_lib.model.schedules import plan
 
 name = sys.argv[1] if len(sys.argv) > 1 else "v3"
 OUT = Path(__file__).resolve().parent / "results"

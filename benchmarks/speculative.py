@@ -1,7 +1,7 @@
 """Self-speculative decoding against plain cached decoding, greedy, batch size 1, on cpu-scale models.
 
 For the single-depth (v3), multi-depth (v4) and sampled-depth (section 10's sampled continuation of v3) small models
-of seed 0: tokens/s of plain cached decoding at full depth and of tiedlm_lib.speculative at each draft depth and
+of seed 0: tokens/s of plain cached decoding at full depth and of tiedlm_lib.depth.speculative at each draft depth and
 draft length, on prompts cut from held-out documents; the outputs are checked identical token for token; the
 speed-up comes with a bootstrap CI over prompts (paired). Runs that are not in the cache are skipped (say --train to
 train them first). Run nothing else meanwhile: timings on 2 cores are sensitive to any other process.
@@ -21,10 +21,10 @@ import pandas as pd
 import torch
 
 from tiedlm_lib import get_run
-from tiedlm_lib.analysis import cached_corpus
-from tiedlm_lib.atomic import replace_block
-from tiedlm_lib.experiments import get_scale, intervention_arm
-from tiedlm_lib.speculative import README_BEGIN, README_END, README_MODEL, benchmark, readme_markdown
+from tiedlm_lib.depth.speculative import README_BEGIN, README_END, README_MODEL, benchmark, readme_markdown
+from tiedlm_lib.evaluation.analysis import cached_corpus
+from tiedlm_lib.runs import get_scale, intervention_arm
+from tiedlm_lib.store.atomic import replace_block
 
 p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
 p.add_argument("--scale", default="cpu")

@@ -32,10 +32,10 @@ import pandas as pd
 import torch
 
 from tiedlm_lib import ModelConfig, TiedLM, get_run, paper_config
-from tiedlm_lib.analysis import heldout, state_norms
-from tiedlm_lib.experiments import get_scale
-from tiedlm_lib.report import Report, stroke_dash
-from tiedlm_lib.reported import reported_value
+from tiedlm_lib.evaluation.analysis import heldout, state_norms
+from tiedlm_lib.paper.report import Report, stroke_dash
+from tiedlm_lib.paper.reported import reported_value
+from tiedlm_lib.runs import get_scale
 
 rep = Report("01_architecture", scale, figures_dir, paper_dir, seeds=seeds)
 seeds = rep.seeds

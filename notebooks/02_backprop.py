@@ -38,16 +38,25 @@ import math
 import altair as alt
 import pandas as pd
 
-from tiedlm_lib import get_run, inference, verdicts
-from tiedlm_lib.analysis import assert_direction, cached_corpus, heldout, horizon_curve, log_slope, sweep_depths
-from tiedlm_lib.evaluation import depth_stats
-from tiedlm_lib.experiments import get_scale, horizon_seeds
+from tiedlm_lib import get_run
+from tiedlm_lib.evaluation.analysis import (
+    assert_direction,
+    cached_corpus,
+    heldout,
+    horizon_curve,
+    log_slope,
+    sweep_depths,
+)
+from tiedlm_lib.evaluation.nll import depth_stats
+from tiedlm_lib.paper import verdicts
+from tiedlm_lib.paper.report import Report, listed
+from tiedlm_lib.paper.reported import reported, reported_value
 from tiedlm_lib.paths import project_root
-from tiedlm_lib.report import Report, listed
-from tiedlm_lib.reported import reported, reported_value
-from tiedlm_lib.runs import training_status
-from tiedlm_lib.stats import paired_diff
-from tiedlm_lib.training import NonFiniteLossError
+from tiedlm_lib.runs import get_scale, horizon_seeds
+from tiedlm_lib.runs.cache import training_status
+from tiedlm_lib.stats import inference
+from tiedlm_lib.stats.bootstrap import paired_diff
+from tiedlm_lib.training.loop import NonFiniteLossError
 
 rep = Report("02_backprop", scale, figures_dir, paper_dir, seeds=seeds)
 seeds = rep.seeds
@@ -345,7 +354,7 @@ v7_sweep.pivot_table(index=["evaluation", "seed"], columns="k", values=["nll_wit
 # %% [markdown]
 # ## The claims
 #
-# Each criterion is a function of `tiedlm_lib.verdicts`, unit-tested on synthetic estimates for every outcome it
+# Each criterion is a function of `tiedlm_lib.paper.verdicts`, unit-tested on synthetic estimates for every outcome it
 # can return; it is stated here before the call that judges. Every criterion reads an estimate pooled over the
 # training seeds (its 95% interval: the HKSJ t-interval with the shared-document term) against a threshold and a
 # smallest effect size of interest (SESOI), pre-registered in `tiedlm_lib/preregistered.csv` (docs/statistics.md §2,

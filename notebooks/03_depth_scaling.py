@@ -29,13 +29,22 @@ import altair as alt
 import numpy as np
 import pandas as pd
 
-from tiedlm_lib import get_run, inference, verdicts
-from tiedlm_lib.analysis import assert_direction, depth_gap, heldout, monotone_nonincreasing, state_norms, sweep_depths
-from tiedlm_lib.evaluation import depth_stats
-from tiedlm_lib.experiments import get_scale
-from tiedlm_lib.report import Report, stroke_dash
-from tiedlm_lib.reported import reported_k_sweep
-from tiedlm_lib.stats import paired_diff
+from tiedlm_lib import get_run
+from tiedlm_lib.evaluation.analysis import (
+    assert_direction,
+    depth_gap,
+    heldout,
+    monotone_nonincreasing,
+    state_norms,
+    sweep_depths,
+)
+from tiedlm_lib.evaluation.nll import depth_stats
+from tiedlm_lib.paper import verdicts
+from tiedlm_lib.paper.report import Report, stroke_dash
+from tiedlm_lib.paper.reported import reported_k_sweep
+from tiedlm_lib.runs import get_scale
+from tiedlm_lib.stats import inference
+from tiedlm_lib.stats.bootstrap import paired_diff
 
 rep = Report("03_depth_scaling", scale, figures_dir, paper_dir, seeds=seeds)
 seeds = rep.seeds
@@ -202,9 +211,9 @@ rep.fold(gaps, "Per seed: each depth gap with its CI and the curve's shape (the 
 # %% [markdown]
 # ## The claims
 #
-# Each criterion is a function of `tiedlm_lib.verdicts`, unit-tested for every outcome it can return. Every criterion
-# reads an estimate pooled over the training seeds (its 95% interval: the HKSJ t-interval with the shared-document
-# term) against a threshold and a smallest effect size of interest (SESOI), pre-registered in
+# Each criterion is a function of `tiedlm_lib.paper.verdicts`, unit-tested for every outcome it can return. Every
+# criterion reads an estimate pooled over the training seeds (its 95% interval: the HKSJ t-interval with the
+# shared-document term) against a threshold and a smallest effect size of interest (SESOI), pre-registered in
 # `tiedlm_lib/preregistered.csv` (docs/statistics.md §2, §7). A claim over several units (sizes, depths, halves) is
 # reproduced only when every unit is (intersection–union) and not reproduced when some unit contradicts it at the
 # Bonferroni level over its units. How many seeds' own CIs lie on each side is shown beside the verdict, never

@@ -32,13 +32,22 @@ import altair as alt
 import numpy as np
 import pandas as pd
 
-from tiedlm_lib import get_run, inference, verdicts
-from tiedlm_lib.analysis import assert_direction, depth_gap, exit_vs_uniform, heldout, saturation_depth, selection_split
-from tiedlm_lib.evaluation import depth_stats
-from tiedlm_lib.experiments import get_scale, intervention_arm
-from tiedlm_lib.report import Report, listed
-from tiedlm_lib.reported import reported, reported_k_sweep, reported_value
-from tiedlm_lib.stats import Estimate, paired_diff
+from tiedlm_lib import get_run
+from tiedlm_lib.evaluation.analysis import (
+    assert_direction,
+    depth_gap,
+    exit_vs_uniform,
+    heldout,
+    saturation_depth,
+    selection_split,
+)
+from tiedlm_lib.evaluation.nll import depth_stats
+from tiedlm_lib.paper import verdicts
+from tiedlm_lib.paper.report import Report, listed
+from tiedlm_lib.paper.reported import reported, reported_k_sweep, reported_value
+from tiedlm_lib.runs import get_scale, intervention_arm
+from tiedlm_lib.stats import inference
+from tiedlm_lib.stats.bootstrap import Estimate, paired_diff
 
 rep = Report("04_tradeoff", scale, figures_dir, paper_dir, seeds=seeds, extended_seeds=extended_seeds)
 seeds = rep.seeds
@@ -467,9 +476,9 @@ reading.round(4)
 # %% [markdown]
 # ## The claims
 #
-# Each criterion is a function of `tiedlm_lib.verdicts`, unit-tested for every outcome it can return; all on held-out
-# documents with 95% paired document-bootstrap CIs per seed. Every criterion reads an estimate **pooled over the
-# training seeds** (random effects; its 95% interval the HKSJ t-interval with the shared-document term,
+# Each criterion is a function of `tiedlm_lib.paper.verdicts`, unit-tested for every outcome it can return; all on
+# held-out documents with 95% paired document-bootstrap CIs per seed. Every criterion reads an estimate **pooled over
+# the training seeds** (random effects; its 95% interval the HKSJ t-interval with the shared-document term,
 # docs/statistics.md §1) against a threshold and a smallest effect size of interest (SESOI), both pre-registered in
 # `tiedlm_lib/preregistered.csv` (docs/statistics.md §2, §7). A claim over several units (sizes, thresholds, models)
 # is reproduced only when every unit is (intersection–union) and not reproduced when some unit contradicts it at the

@@ -29,13 +29,14 @@ pool = 5000  # train-overlap: draw from the first `pool` training documents (the
 import altair as alt
 import pandas as pd
 
-from tiedlm_lib import get_run, verdicts
-from tiedlm_lib.analysis import assert_direction, cached_corpus
-from tiedlm_lib.benchmark import draw, implied_pad_nll, kendall_tau, seen_in_training, suffix_nll
-from tiedlm_lib.experiments import get_scale, section_overrides, sft_run
-from tiedlm_lib.report import Report
-from tiedlm_lib.reported import reported, reported_value
-from tiedlm_lib.stats import Estimate, group_diff, mean_ci, paired_diff
+from tiedlm_lib import get_run
+from tiedlm_lib.evaluation.analysis import assert_direction, cached_corpus
+from tiedlm_lib.evaluation.suffix_benchmark import draw, implied_pad_nll, kendall_tau, seen_in_training, suffix_nll
+from tiedlm_lib.paper import verdicts
+from tiedlm_lib.paper.report import Report
+from tiedlm_lib.paper.reported import reported, reported_value
+from tiedlm_lib.runs import get_scale, section_overrides, sft_run
+from tiedlm_lib.stats.bootstrap import Estimate, group_diff, mean_ci, paired_diff
 
 rep = Report("05_padding_benchmark", scale, figures_dir, paper_dir, seeds=seeds)
 seeds = rep.seeds
@@ -48,7 +49,7 @@ print(f"scale {scale}: seq {S.seq_len}, benchmark {n_batches} x {batch_size} dra
 # All pre-trained with pad targets ignored unless named otherwise. The vanilla and three-loop models are sections 06
 # and 07's runs (the small size, 0.8 × the short run), shared through the runs cache. The SFT runs start from the
 # small model's final weights (constant lr, fresh optimiser, docs/protocol.md §4.6) on a chat task derived from the
-# corpus (see `tiedlm_lib.sft`), with the response in the last quarter — where the benchmark looks.
+# corpus (see `tiedlm_lib.training.sft`), with the response in the last quarter — where the benchmark looks.
 
 # %%
 SHORT = section_overrides(scale)  # sections 06 and 07's runs (cached, shared; at paper scale the paper's own)
@@ -180,9 +181,9 @@ mem.round(3)
 # %% [markdown]
 # ## The claims
 #
-# Each criterion is a function of `tiedlm_lib.verdicts`, unit-tested for every outcome it can return. Every criterion
-# reads an estimate **pooled over the training seeds** (random effects; a per-seed number without a CI, such as a
-# share or a rank correlation, is pooled by the t-interval on the seed points; docs/statistics.md §1) against a
+# Each criterion is a function of `tiedlm_lib.paper.verdicts`, unit-tested for every outcome it can return. Every
+# criterion reads an estimate **pooled over the training seeds** (random effects; a per-seed number without a CI, such
+# as a share or a rank correlation, is pooled by the t-interval on the seed points; docs/statistics.md §1) against a
 # threshold and a smallest effect size of interest (SESOI), pre-registered in `tiedlm_lib/preregistered.csv`
 # (docs/statistics.md §2, §7). A claim with several parts is reproduced only when every part is (intersection–union)
 # and not reproduced when some part contradicts it at the Bonferroni level over the parts. How many seeds lie on each

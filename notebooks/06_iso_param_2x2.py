@@ -34,13 +34,15 @@ sft_steps = None  # default: a quarter of `steps` (paper scale: the original 28,
 import altair as alt
 import pandas as pd
 
-from tiedlm_lib import get_run, inference, verdicts
-from tiedlm_lib.analysis import assert_direction, cached_corpus, heldout_scores
-from tiedlm_lib.benchmark import draw
-from tiedlm_lib.experiments import get_scale, section_overrides, sft_run
-from tiedlm_lib.report import Report, listed, seed_color
-from tiedlm_lib.reported import reported, reported_value
-from tiedlm_lib.stats import paired_diff
+from tiedlm_lib import get_run
+from tiedlm_lib.evaluation.analysis import assert_direction, cached_corpus, heldout_scores
+from tiedlm_lib.evaluation.suffix_benchmark import draw
+from tiedlm_lib.paper import verdicts
+from tiedlm_lib.paper.report import Report, listed, seed_color
+from tiedlm_lib.paper.reported import reported, reported_value
+from tiedlm_lib.runs import get_scale, section_overrides, sft_run
+from tiedlm_lib.stats import inference
+from tiedlm_lib.stats.bootstrap import paired_diff
 
 rep = Report("06_iso_param_2x2", scale, figures_dir, paper_dir, seeds=seeds)
 seeds = rep.seeds
@@ -181,7 +183,7 @@ rep.chart((ge + gc + zero).properties(width=260, height=90).facet(
 #   if it lies inside ±0.02 nats, otherwise *inconclusive*; the answer is the tied − vanilla gap's (A13's), every
 #   other gap's beside it.
 #
-# All criteria are functions of `tiedlm_lib.verdicts`, unit-tested for every outcome.
+# All criteria are functions of `tiedlm_lib.paper.verdicts`, unit-tested for every outcome.
 
 # %%
 def per_seed(gname, metric="suffix real-token"):

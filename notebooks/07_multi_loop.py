@@ -32,13 +32,15 @@ import math
 import altair as alt
 import pandas as pd
 
-from tiedlm_lib import get_run, inference, verdicts
-from tiedlm_lib.analysis import assert_direction, cached_corpus, heldout_scores
-from tiedlm_lib.benchmark import draw
-from tiedlm_lib.experiments import get_scale, section_overrides, sft_run
-from tiedlm_lib.report import Report, listed, seed_color
-from tiedlm_lib.reported import reported
-from tiedlm_lib.stats import paired_diff
+from tiedlm_lib import get_run
+from tiedlm_lib.evaluation.analysis import assert_direction, cached_corpus, heldout_scores
+from tiedlm_lib.evaluation.suffix_benchmark import draw
+from tiedlm_lib.paper import verdicts
+from tiedlm_lib.paper.report import Report, listed, seed_color
+from tiedlm_lib.paper.reported import reported
+from tiedlm_lib.runs import get_scale, section_overrides, sft_run
+from tiedlm_lib.stats import inference
+from tiedlm_lib.stats.bootstrap import paired_diff
 
 rep = Report("07_multi_loop", scale, figures_dir, paper_dir, seeds=seeds, extended_seeds=extended_seeds)
 seeds = rep.seeds
@@ -201,7 +203,7 @@ pd.DataFrame([{"gap": f"3 loops + SFT - {o} + SFT", **{f"s{s}": f"{e.point:+.3f}
 #   excludes 0, *no* if it lies inside ±0.02 nats, otherwise *inconclusive*; the answer is the three-vs-one-loop
 #   gap's, every other gap's beside it.
 #
-# All criteria are functions of `tiedlm_lib.verdicts`, unit-tested for every outcome.
+# All criteria are functions of `tiedlm_lib.paper.verdicts`, unit-tested for every outcome.
 
 # %%
 per_seed = {g: dict(zip(seeds, es)) for g, es in ests.items()}

@@ -32,15 +32,17 @@ import altair as alt
 import numpy as np
 import pandas as pd
 
-from tiedlm_lib import get_run, inference, verdicts
-from tiedlm_lib.analysis import assert_direction, cached_corpus
-from tiedlm_lib.benchmark import draw, suffix_nll
-from tiedlm_lib.experiments import get_scale, sft_run
-from tiedlm_lib.generate import SamplingConfig, distinct_n, generate, repetition_rate
-from tiedlm_lib.report import Report
-from tiedlm_lib.reported import reported, reported_value
-from tiedlm_lib.sft import IGNORE, SFT_LAYOUTS, SFTData, pad_rate, response_nll, sft_data, sft_targets
-from tiedlm_lib.stats import Estimate, mean_ci, paired_diff
+from tiedlm_lib import get_run
+from tiedlm_lib.depth.generate import SamplingConfig, distinct_n, generate, repetition_rate
+from tiedlm_lib.evaluation.analysis import assert_direction, cached_corpus
+from tiedlm_lib.evaluation.suffix_benchmark import draw, suffix_nll
+from tiedlm_lib.paper import verdicts
+from tiedlm_lib.paper.report import Report
+from tiedlm_lib.paper.reported import reported, reported_value
+from tiedlm_lib.runs import get_scale, sft_run
+from tiedlm_lib.stats import inference
+from tiedlm_lib.stats.bootstrap import Estimate, mean_ci, paired_diff
+from tiedlm_lib.training.sft import IGNORE, SFT_LAYOUTS, SFTData, pad_rate, response_nll, sft_data, sft_targets
 
 rep = Report("08_sft_generation", scale, figures_dir, paper_dir, seeds=seeds)
 seeds = rep.seeds
@@ -53,7 +55,7 @@ print(f"scale {scale}: seq {S.seq_len}, {n_prompts} prompts, {max_new} new token
 # The small pre-trained model (v3) and two SFT runs from its final weights — the same runs as section 05 (cached):
 # the paper's protocol (the grid layout, the response at 3/4 of the sequence after the prompt's pads, a loss over the
 # whole suffix, pad targets included) and the corrected one (response-only loss, and the response packed right after
-# the prompt, so that no real token attends to a pad; `tiedlm_lib.sft`).
+# the prompt, so that no real token attends to a pad; `tiedlm_lib.training.sft`).
 
 # %%
 PAPER_SFT, MASKED_SFT = "SFT paper (suffix, pad targets)", "SFT corrected (response only, packed)"
@@ -207,7 +209,7 @@ rep.chart(gc, "generation_measures")
 #   size (distinct-n measures diversity, not quality, and the paper judged by eye); a quality judgement by people or
 #   a reference model at the paper scale would test it. The criterion says so, and no proxy stands in for it.
 #
-# Both criteria are functions of `tiedlm_lib.verdicts`, unit-tested for every outcome.
+# Both criteria are functions of `tiedlm_lib.paper.verdicts`, unit-tested for every outcome.
 
 # %%
 def costs(name):

@@ -35,13 +35,15 @@ extrapolate = 2  # iterate to extrapolate·K to see whether the residual ever fa
 import altair as alt
 import pandas as pd
 
-from tiedlm_lib import get_run, inference, verdicts
-from tiedlm_lib.analysis import assert_direction, heldout, state_norms
-from tiedlm_lib.experiments import get_scale
-from tiedlm_lib.probes import pearson_ci, residual_probe
-from tiedlm_lib.report import Report, listed
-from tiedlm_lib.reported import reported, reported_value
-from tiedlm_lib.stats import Estimate
+from tiedlm_lib import get_run
+from tiedlm_lib.evaluation.analysis import assert_direction, heldout, state_norms
+from tiedlm_lib.evaluation.residual_probe import pearson_ci, residual_probe
+from tiedlm_lib.paper import verdicts
+from tiedlm_lib.paper.report import Report, listed
+from tiedlm_lib.paper.reported import reported, reported_value
+from tiedlm_lib.runs import get_scale
+from tiedlm_lib.stats import inference
+from tiedlm_lib.stats.bootstrap import Estimate
 
 rep = Report("09_negative_results", scale, figures_dir, paper_dir, seeds=seeds)
 seeds = rep.seeds
@@ -176,7 +178,7 @@ rep.chart((bars + pc + ref).properties(width=420, height=160), "probe_correlatio
 #   (a probe at all; not reproduced below 0 or inside ±0.05) and below 0.5 (weak; not reproduced above 0.5) at both
 #   sizes, and r(large) − r(small) of the same seed (each seed's difference with both CIs' variances added) pooled
 #   above 0 (not reproduced below 0 or inside ±0.05). The corrected protocol judges the per-token, pad-excluded
-#   correlation the same way. Both criteria are functions of `tiedlm_lib.verdicts`, unit-tested for every
+#   correlation the same way. Both criteria are functions of `tiedlm_lib.paper.verdicts`, unit-tested for every
 #   outcome.
 
 # %%

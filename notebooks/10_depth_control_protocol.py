@@ -24,13 +24,13 @@
 # * **readout recalibration**: a map fitted per condition on *calibration* documents disjoint from the *evaluation*
 #   documents (paper B's recurrent script fitted in sample). Paper B's probes are a temperature and a per-feature
 #   affine map on the head input; its repository also fits full-rank translators. How much of a gap a map recovers
-#   depends on **where** it acts and **how much** it can express, so this section fits a family (`tiedlm_lib.lens`):
-#   placement `head` (the head input h = ln_f(coda(z))) or `loop` (the loop's output z, before the layers that
-#   follow it — in a sandwich model those layers are part of the readout trained on depth-N states; in a layout with
-#   several loops, the last loop's output), and form `temperature`, `diagonal` (a ⊙ x + b, paper B's), `full`
-#   (x + A·x + b) or `tuned` (full rank, trained by KL to the model's own full-depth distribution: the tuned lens).
-#   Ridges shrink toward the identity with λ chosen on a holdout of whole calibration documents; a probe's share
-#   comes with a CI that includes refits on resampled calibration documents.
+#   depends on **where** it acts and **how much** it can express, so this section fits a family
+#   (`tiedlm_lib.depth.readout`): placement `head` (the head input h = ln_f(coda(z))) or `loop` (the loop's output z,
+#   before the layers that follow it — in a sandwich model those layers are part of the readout trained on depth-N
+#   states; in a layout with several loops, the last loop's output), and form `temperature`, `diagonal` (a ⊙ x + b,
+#   paper B's), `full` (x + A·x + b) or `tuned` (full rank, trained by KL to the model's own full-depth distribution:
+#   the tuned lens). Ridges shrink toward the identity with λ chosen on a holdout of whole calibration documents; a
+#   probe's share comes with a CI that includes refits on resampled calibration documents.
 #
 # **Protocol labels** in the ledger, for paper B's claims: *paper* — paper B's probe (head/temperature,
 # head/diagonal) and paper B's comparison, fitted on documents disjoint from the evaluation documents (the one
@@ -76,17 +76,26 @@ import altair as alt
 import numpy as np
 import pandas as pd
 
-from tiedlm_lib import get_run, inference, verdicts
-from tiedlm_lib.analysis import assert_direction, cached_corpus, depth_grid
+from tiedlm_lib import get_run
 from tiedlm_lib.data import PAD_ID, eval_batches
-from tiedlm_lib.dcp import decompose, evaluate_schedules, split_documents
-from tiedlm_lib.experiments import get_scale, intervention_arm, section_overrides
-from tiedlm_lib.lens import ProbeSpec, all_probes, collect_states, data_curve, paired_share_difference, share_by_probe
-from tiedlm_lib.memo import memoised
-from tiedlm_lib.report import Report, listed, seed_color, stroke_dash
-from tiedlm_lib.reported import reported
-from tiedlm_lib.schedules import budget, plan
-from tiedlm_lib.stats import Estimate, paired_diff
+from tiedlm_lib.depth.dcp import decompose, evaluate_schedules, split_documents
+from tiedlm_lib.depth.readout import (
+    ProbeSpec,
+    all_probes,
+    collect_states,
+    data_curve,
+    paired_share_difference,
+    share_by_probe,
+)
+from tiedlm_lib.evaluation.analysis import assert_direction, cached_corpus, depth_grid
+from tiedlm_lib.model.schedules import budget, plan
+from tiedlm_lib.paper import verdicts
+from tiedlm_lib.paper.report import Report, listed, seed_color, stroke_dash
+from tiedlm_lib.paper.reported import reported
+from tiedlm_lib.runs import get_scale, intervention_arm, section_overrides
+from tiedlm_lib.stats import inference
+from tiedlm_lib.stats.bootstrap import Estimate, paired_diff
+from tiedlm_lib.store.memo import memoised
 
 rep = Report("10_depth_control_protocol", scale, figures_dir, paper_dir, seeds=seeds)
 seeds = rep.seeds
@@ -122,8 +131,8 @@ pd.DataFrame([{"model": m, "run": r.config.name, "seed": s, "layout": r.config.m
 # ## Conditions
 #
 # Each (schedule, k): raw NLL on the evaluation documents, and NLL after paper B's two probes — head/temperature and
-# head/diagonal (`tiedlm_lib.lens`: no temperature inside the map, λ chosen on whole calibration documents) — fitted
-# per condition on the calibration documents. Depths: powers of two up to N for the loops; every k for the
+# head/diagonal (`tiedlm_lib.depth.readout`: no temperature inside the map, λ chosen on whole calibration documents) —
+# fitted per condition on the calibration documents. Depths: powers of two up to N for the loops; every k for the
 # five-layer dense model. Real targets only.
 
 # %%
@@ -149,7 +158,7 @@ def doc_sets(run, seed):
 
 def probe_shares(r, seed, k_min, k_max, probes, schedule="prefix"):
     """``lens.share_by_probe`` on the run's calibration and evaluation documents, with its replicates. With 30
-    refits this is the section's long part, so each result is kept beside the run (``tiedlm_lib.memo``: keyed by
+    refits this is the section's long part, so each result is kept beside the run (``tiedlm_lib.store.memo``: keyed by
     every argument and the library's code) and an interrupted execution resumes at the first one not yet kept."""
     cal_idx, ev_idx = doc_sets_idx(r.config, seed)
     key = {"cal": cal_idx, "ev": ev_idx, "k_min": k_min, "k_max": k_max, "probes": [p.name for p in probes],
@@ -179,7 +188,7 @@ def controls_for(layout):
 def conditions(r, seed):
     """``dcp.evaluate_schedules`` on the run's calibration and evaluation documents: every schedule at every depth
     with paper B's two probes fitted per condition. About an hour over every model and seed at the cpu scale, so it
-    is kept beside the run like the probe shares (``tiedlm_lib.memo``); the kept latencies are those measured when
+    is kept beside the run like the probe shares (``tiedlm_lib.store.memo``); the kept latencies are those measured when
     it was computed."""
     layout = r.config.model.layout
     cal_idx, ev_idx = doc_sets_idx(r.config, seed)
@@ -489,9 +498,9 @@ rep.table(in_dist, "in_distribution_check").round(4)
 # %% [markdown]
 # ## The claims
 #
-# Each criterion is a function of `tiedlm_lib.verdicts`, unit-tested on synthetic estimates for every outcome it can
-# return; "single-depth models" are v3 and v5. The rule is docs/statistics.md's, with each part's side, threshold and
-# SESOI from `tiedlm_lib/preregistered.csv`: every unit's per-seed estimates are **pooled over the training seeds**
+# Each criterion is a function of `tiedlm_lib.paper.verdicts`, unit-tested on synthetic estimates for every outcome it
+# can return; "single-depth models" are v3 and v5. The rule is docs/statistics.md's, with each part's side, threshold
+# and SESOI from `tiedlm_lib/preregistered.csv`: every unit's per-seed estimates are **pooled over the training seeds**
 # (random effects, HKSJ t-interval plus the shared-document term; one seed is not pooled and is that seed's CI); a
 # claim is reproduced when every unit's pooled 95% interval clears its threshold on the claimed side
 # (intersection–union), not reproduced when some unit's interval, at the Bonferroni level over the claim's units,

@@ -20,19 +20,20 @@ import altair as alt
 import pandas as pd
 from IPython.display import HTML
 
-from tiedlm_lib.atomic import atomic_write_text
-from tiedlm_lib.claims import (
+from tiedlm_lib.paper.claims import (
     CLAIMS,
     REPORTED,
     no_paper_row,
     probe_finding,
     read_ledger,
     rule_changes,
-    seed_cis,
     seed_points,
     seed_shortfalls,
 )
-from tiedlm_lib.report import Report, markdown_table, shown_path
+from tiedlm_lib.paper.report import Report, shown_path
+from tiedlm_lib.stats.inference import seed_cis
+from tiedlm_lib.store.atomic import atomic_write_text
+from tiedlm_lib.store.tables import markdown_table
 
 rep = Report("11_claims", scale, figures_dir, paper_dir, seeds=seeds)
 seeds = rep.seeds
@@ -49,9 +50,9 @@ print(f"scale {scale}: {len(entries)} verdicts in {shown_path(rep.paper / 'claim
 # variation.
 
 # %%
-from tiedlm_lib.experiments import get_scale  # noqa: E402
-from tiedlm_lib.paper import executed_parameters  # noqa: E402
-from tiedlm_lib.registry import scale_changes  # noqa: E402
+from tiedlm_lib.paper.execute import executed_parameters  # noqa: E402
+from tiedlm_lib.runs import get_scale  # noqa: E402
+from tiedlm_lib.runs.registry import scale_changes  # noqa: E402
 
 changes = rep.table(pd.DataFrame(scale_changes(scale)), "scale_changes")
 print(f"How the {scale} scale was chosen: {get_scale(scale).chosen}.")
@@ -174,7 +175,7 @@ before_path = rep.paper / "claims-before-amendment-18.json"
 if before_path.is_file():
     import json  # noqa: E402
 
-    from tiedlm_lib.claims import amendment_changes  # noqa: E402
+    from tiedlm_lib.paper.claims import amendment_changes  # noqa: E402
 
     amended = rep.table(pd.DataFrame(amendment_changes(json.loads(before_path.read_text()), ledger)),
                         "amendment_18")
@@ -193,7 +194,7 @@ else:
 # difference, a level such as 0.2 for a readout share or 1 nat below ln V), coloured by the verdict of its claim.
 
 # %%
-from tiedlm_lib.verdicts import forest_rows  # noqa: E402
+from tiedlm_lib.paper.verdicts import forest_rows  # noqa: E402
 
 forest = pd.DataFrame([{"claim": f"{e['id']} [{e['protocol']}]", "verdict": e["verdict"], "section": e["notebook"],
                         **r, "row": f"{e['id']} [{e['protocol'][:4]}] {r['unit']}"[:70]}

@@ -6,12 +6,12 @@
 # a token may skip without changing its prediction. This section measures both, on the small single-depth (v3),
 # multi-depth (v4) and sampled-depth models (section 10's sampled continuation of v3).
 #
-# 1. **Self-speculative decoding** (`tiedlm_lib.speculative`): draft tokens at depth d, verify them at full depth in
-#    one pass that continues from iteration d on the draft's own states (the layers before the loop and the loop's
+# 1. **Self-speculative decoding** (`tiedlm_lib.depth.speculative`): draft tokens at depth d, verify them at full depth
+#    in one pass that continues from iteration d on the draft's own states (the layers before the loop and the loop's
 #    first d iterations are shared, so they are computed once), accept the longest agreeing prefix plus the full
 #    model's next token, roll every per-application KV cache back. Greedy output is *identical* to plain greedy
 #    decoding (the benchmark refuses to time an output that differs); the question is speed.
-# 2. **Exit rules against the oracle** (`tiedlm_lib.exits`): per token, exit at the first depth whose confidence —
+# 2. **Exit rules against the oracle** (`tiedlm_lib.depth.exits`): per token, exit at the first depth whose confidence —
 #    max-prob (paper A's rule), minus entropy, minus the KL from the previous depth, minus the relative state change,
 #    the top token's run length, or a learned logistic probe — reaches a threshold. The oracle exits at the earliest
 #    depth whose top token equals the full-depth one.
@@ -46,11 +46,10 @@ import altair as alt
 import numpy as np
 import pandas as pd
 
-from tiedlm_lib import get_run, verdicts
-from tiedlm_lib.analysis import assert_direction, cached_corpus
+from tiedlm_lib import get_run
 from tiedlm_lib.data import eval_batches
-from tiedlm_lib.dcp import split_documents
-from tiedlm_lib.exits import (
+from tiedlm_lib.depth.dcp import split_documents
+from tiedlm_lib.depth.exits import (
     CRITERIA,
     ExitProbe,
     collect_features,
@@ -61,12 +60,14 @@ from tiedlm_lib.exits import (
     outcome,
     rate_minus_eps,
 )
-from tiedlm_lib.experiments import get_scale, intervention_arm
-from tiedlm_lib.lens import ProbeSpec, collect_states, fit_probe
-from tiedlm_lib.report import Report
-from tiedlm_lib.schedules import budget, plan
-from tiedlm_lib.speculative import benchmark, call_bound_phrase
-from tiedlm_lib.stats import Estimate
+from tiedlm_lib.depth.readout import ProbeSpec, collect_states, fit_probe
+from tiedlm_lib.depth.speculative import benchmark, call_bound_phrase
+from tiedlm_lib.evaluation.analysis import assert_direction, cached_corpus
+from tiedlm_lib.model.schedules import budget, plan
+from tiedlm_lib.paper import verdicts
+from tiedlm_lib.paper.report import Report
+from tiedlm_lib.runs import get_scale, intervention_arm
+from tiedlm_lib.stats.bootstrap import Estimate
 
 rep = Report("12_depth_at_inference", scale, figures_dir, paper_dir, seeds=seeds, extended_seeds=extended_seeds)
 seeds = rep.seeds
@@ -165,8 +166,9 @@ rep.chart(alt.vconcat(
 
 # %% [markdown]
 # **Draft recalibration.** The draft reads a depth-d state with a readout trained on depth-K states (section 10). A
-# head/diagonal probe fitted for depth d (on the probe documents, `tiedlm_lib.lens`) changes what the draft proposes,
-# never what is output: outputs stay identical; acceptance may change. First seed, single- and multi-depth models.
+# head/diagonal probe fitted for depth d (on the probe documents, `tiedlm_lib.depth.readout`) changes what the draft
+# proposes, never what is output: outputs stay identical; acceptance may change. First seed, single- and multi-depth
+# models.
 
 # %%
 cal_rows = []
@@ -271,10 +273,11 @@ rep.chart(alt.hconcat(depth_chart.properties(width=260, height=200),
 # %% [markdown]
 # ## The questions
 #
-# Criteria are functions of `tiedlm_lib.verdicts`, unit-tested for every outcome. Q7 and Q8 follow docs/statistics.md:
-# each seed's estimate is pooled over the training seeds (random effects, HKSJ t-interval plus the shared-document
-# term; one seed is not pooled and is that seed's CI), and the pooled 95% interval is read against the threshold
-# (side, threshold and SESOI from `tiedlm_lib/preregistered.csv`); the seeds on each side are shown as descriptions.
+# Criteria are functions of `tiedlm_lib.paper.verdicts`, unit-tested for every outcome. Q7 and Q8 follow
+# docs/statistics.md: each seed's estimate is pooled over the training seeds (random effects, HKSJ t-interval plus the
+# shared-document term; one seed is not pooled and is that seed's CI), and the pooled 95% interval is read against the
+# threshold (side, threshold and SESOI from `tiedlm_lib/preregistered.csv`); the seeds on each side are shown as
+# descriptions.
 #
 # * **Q7** — does self-speculative decoding buy ≥ 1.5× greedy tokens/s at identical outputs on the multi-depth model?
 #   One configuration is judged: `d1 L2` (`verdicts.Q7_CONFIG`), the best point on seed 0 of the three-seed run,

@@ -6,14 +6,14 @@
 # of a truncation gap a readout probe removes there is what truncating *any* stack costs its readout — the negative
 # control for the tied models' shares. Section 10's dense control is a 5-layer, 0.4M-parameter `TiedLM`. This
 # section runs the protocol the way a user would on a checkpoint of their own: a **Hugging Face `LlamaForCausalLM`**
-# (RMSNorm, rotary positions, SwiGLU), trained here and read through `tiedlm_lib.hf.HFDepthModel`, which rearranges
-# the model's own layers inside its own forward, so nothing of the model is re-implemented.
+# (RMSNorm, rotary positions, SwiGLU), trained here and read through `tiedlm_lib.hub.adapter.HFDepthModel`, which
+# rearranges the model's own layers inside its own forward, so nothing of the model is re-implemented.
 #
 # **The model.** The small size's width and heads, an MLP of 8/3·d (so a layer has the 12·d² parameters of the tied
 # models' blocks), an untied head, and **12 layers at the cpu scale** (4 at smoke): deep enough that paper B's grid
 # k = round(f·L), f ∈ {0.25, 0.5, 0.75, 0.86, 0.93, 1}, gives six distinct depths, and close to the 16 block
 # applications of the tied core, so that neither model is much the deeper. It trains with v3's recipe (data, steps,
-# batch, learning rate, seed) and the library's training step (`tiedlm_lib.dense`). The schedules are prefix and
+# batch, learning rate, seed) and the library's training step (`tiedlm_lib.hub.dense`). The schedules are prefix and
 # suffix. Paper B's negative control also ran `repeat` on its dense models; it is refused here, for the reason paper B
 # itself gives (the linchpin needs weight sharing: repeating a dense layer makes another model). Calibration documents
 # are disjoint from the evaluation documents, and every share is pooled over training seeds, the seed the unit
@@ -36,12 +36,15 @@ from pathlib import Path
 
 import pandas as pd
 
-from tiedlm_lib import dense, get_run, inference, protocol, verdicts
-from tiedlm_lib.analysis import cached_corpus
-from tiedlm_lib.experiments import experiment
-from tiedlm_lib.report import Report, shown_path
-from tiedlm_lib.schedules import budget
-from tiedlm_lib.stats import Estimate
+from tiedlm_lib import get_run
+from tiedlm_lib.evaluation.analysis import cached_corpus
+from tiedlm_lib.hub import dense, protocol
+from tiedlm_lib.model.schedules import budget
+from tiedlm_lib.paper import verdicts
+from tiedlm_lib.paper.report import Report, shown_path
+from tiedlm_lib.runs import experiment
+from tiedlm_lib.stats import inference
+from tiedlm_lib.stats.bootstrap import Estimate
 
 rep = Report("13_your_model", scale, figures_dir, paper_dir, seeds=seeds)
 seeds = rep.seeds

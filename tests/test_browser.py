@@ -16,7 +16,8 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from tiedlm_lib.paper import execute, render_html
+from tiedlm_lib.paper.execute import execute
+from tiedlm_lib.paper.html import render_html
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -73,7 +74,7 @@ def test_section_pages_load_nothing_from_the_network(smoke_paper):
 
 def test_a_failing_notebook_names_itself_and_its_cell(tmp_path):
     """A notebook that raises stops the run with its name and the failing cell."""
-    from tiedlm_lib.paper import NotebookFailed
+    from tiedlm_lib.paper.execute import NotebookFailed
 
     (tmp_path / "notebooks").mkdir()
     src = ROOT / "notebooks" / "11_claims.ipynb"
@@ -99,7 +100,7 @@ def test_a_failing_notebook_names_itself_and_its_cell(tmp_path):
 
 
 def test_sections_run_in_parallel_single_threaded_and_the_claims_section_last(tmp_path):
-    from tiedlm_lib.paper import NotebookFailed
+    from tiedlm_lib.paper.execute import NotebookFailed
 
     (tmp_path / "notebooks").mkdir()
 
@@ -133,7 +134,7 @@ def test_sections_run_in_parallel_single_threaded_and_the_claims_section_last(tm
 def test_a_section_that_reads_another_starts_after_it_in_a_parallel_run(tmp_path, monkeypatch):
     """Section 13 reads section 10's tables: with two jobs it must not start while 10 is still writing them, and a
     section that depends on nothing in the run still runs beside the others."""
-    from tiedlm_lib import paper
+    from tiedlm_lib.paper import execute as paper
 
     (tmp_path / "notebooks").mkdir()
     for name, sleep in (("01_a", 1.5), ("02_b", 0.0), ("03_c", 0.0)):
@@ -182,7 +183,7 @@ def test_parallel_sections_all_start_in_the_notebooks_folder(tmp_path, monkeypat
 
 
 def test_a_first_look_with_other_seeds_never_writes_over_the_scales_paper(tmp_path):
-    from tiedlm_lib.paper import output_name
+    from tiedlm_lib.paper.execute import output_name
 
     assert output_name("cpu") == output_name("cpu", [4, 2, 0, 1, 3]) == "cpu"
     assert output_name("cpu", [2, 0, 1]) == "cpu-seeds0_1_2"
@@ -313,7 +314,8 @@ def test_the_committed_pages_fit_a_1280_px_window(tmp_path):
 def test_the_smoke_sections_show_every_paragraph_of_their_prose(smoke_paper):
     """The sections this suite executes show every paragraph their prose.json holds (a cell's earlier rep.prose
     calls included), and name no path of the machine that executed them."""
-    from tiedlm_lib.paper import machine_paths, missing_paragraphs
+    from tiedlm_lib.paper.execute import machine_paths
+    from tiedlm_lib.paper.html import missing_paragraphs
 
     tables = ROOT / "paper" / "smoke" / "tables"
     executed = ("01_architecture", "11_claims")  # by the smoke_paper fixture, in this run

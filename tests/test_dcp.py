@@ -10,11 +10,11 @@ from conftest import tiny_model
 
 from tiedlm_lib import experiment
 from tiedlm_lib.data import EvalBatch, shift_targets
-from tiedlm_lib.dcp import Condition, bootstrap_terms, decompose, evaluate_schedules, split_documents
-from tiedlm_lib.evaluation import NLLStats
-from tiedlm_lib.probes import pearson_ci, residual_probe
-from tiedlm_lib.schedules import REUSE, plan, plan_logits, run_plan, split_layout
-from tiedlm_lib.training import sampled_depth, train
+from tiedlm_lib.depth.dcp import Condition, bootstrap_terms, decompose, evaluate_schedules, split_documents
+from tiedlm_lib.evaluation.residual_probe import pearson_ci, residual_probe
+from tiedlm_lib.model.schedules import REUSE, plan, plan_logits, run_plan, split_layout
+from tiedlm_lib.stats.bootstrap import NLLStats
+from tiedlm_lib.training.loop import sampled_depth, train
 
 
 def _calls(model, p):

@@ -12,21 +12,16 @@ import torch
 from conftest import tiny_model
 from devicecheck import DeviceMismatch, pretend_accelerator
 
-from tiedlm_lib import (
-    analysis,
-    benchmark,
-    dcp,
-    evaluation,
-    exits,
-    generate,
-    lens,
-    probes,
-    schedules,
-    sft,
-    speculative,
-    training,
-)
 from tiedlm_lib.data import EvalBatch
+from tiedlm_lib.depth import dcp, exits, generate, speculative
+from tiedlm_lib.depth import readout as lens
+from tiedlm_lib.evaluation import analysis
+from tiedlm_lib.evaluation import nll as evaluation
+from tiedlm_lib.evaluation import residual_probe as probes
+from tiedlm_lib.evaluation import suffix_benchmark as benchmark
+from tiedlm_lib.model import schedules
+from tiedlm_lib.training import loop as training
+from tiedlm_lib.training import sft
 
 
 def _batches():
@@ -104,8 +99,9 @@ NOT_COLLECTORS = {
     "run": "protocol.run feeds the model only through dcp.evaluate_schedules (checked above)",
     "default_ks": "reads the model's layout", "default_schedules": "reads the model's layout",
 }
-MODULES = ("analysis", "benchmark", "dcp", "evaluation", "exits", "generate", "lens", "probes", "schedules", "sft",
-           "speculative", "training", "model", "inference", "protocol")
+MODULES = ("evaluation.analysis", "evaluation.suffix_benchmark", "depth.dcp", "evaluation.nll", "depth.exits",
+           "depth.generate", "depth.readout", "evaluation.residual_probe", "model.schedules", "training.sft",
+           "depth.speculative", "training.loop", "model.tied", "stats.inference", "hub.protocol")
 
 
 @pytest.mark.parametrize("name", list(COLLECTORS))

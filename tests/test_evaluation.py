@@ -7,7 +7,7 @@ from conftest import tiny_model
 
 from tiedlm_lib import depth_stats, depth_sweep, evaluate_nll, maxprob_exit
 from tiedlm_lib.data import EvalBatch, TokenDocs, eval_batches
-from tiedlm_lib.evaluation import DepthStats
+from tiedlm_lib.evaluation.nll import DepthStats
 
 
 def _eval_set(seq=12):

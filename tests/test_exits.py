@@ -11,7 +11,7 @@ import torch.nn.functional as F
 from conftest import tiny_model
 
 from tiedlm_lib.data import EvalBatch, shift_targets
-from tiedlm_lib.exits import (
+from tiedlm_lib.depth.exits import (
     CRITERIA,
     DepthFeatures,
     ExitProbe,
@@ -156,7 +156,7 @@ def test_the_learned_exit_probe_ranks_agreeing_depths_higher():
 
 
 def test_disagreement_rate_se_and_the_split_average_against_hand_computations():
-    from tiedlm_lib.exits import disagreement_rate, guarantee_splits, rate_minus_eps
+    from tiedlm_lib.depth.exits import disagreement_rate, guarantee_splits, rate_minus_eps
 
     rng = np.random.default_rng(3)
     n_rows, K = 300, 4
@@ -196,7 +196,7 @@ def test_ltt_certifies_a_risk_just_under_eps_at_level_delta_where_an_uncertified
     (here: exits 0..3) with true rates 0.30, 0.105, 0.08 and 0.02 against ε = 0.10. Learn-then-Test may pick an exit
     whose true rate exceeds ε in at most δ of the draws; "pick the earliest exit whose calibration rate is below ε"
     (no guarantee) picks exit 1 (true rate 0.105, just above ε) in about a third of them."""
-    from tiedlm_lib.exits import exit_depths, ltt_threshold
+    from tiedlm_lib.depth.exits import exit_depths, ltt_threshold
 
     rates = np.array([0.30, 0.105, 0.08, 0.02])  # exit at depth index 0..3 (the last is full depth here: 0.02)
     eps, delta, n_docs, per_doc = 0.10, 0.1, 40, 10

@@ -7,8 +7,8 @@ import pytest
 
 from tiedlm_lib import EXPERIMENTS, SCALES, DataConfig, ModelConfig, TiedLM, TrainConfig, experiment, get_run, train
 from tiedlm_lib.__main__ import main
-from tiedlm_lib.checkpoint import CheckpointError, load_model, save_checkpoint, save_model
-from tiedlm_lib.experiments import StaleRunError, run_dir, split_iters
+from tiedlm_lib.model.checkpoint import CheckpointError, load_model, save_checkpoint, save_model
+from tiedlm_lib.runs import StaleRunError, run_dir, split_iters
 
 
 @pytest.mark.parametrize("scale", ["smoke", "cpu"])
@@ -78,7 +78,7 @@ def test_runs_cache_trains_once_and_reuses(tmp_path):
 
 
 def test_an_incomplete_run_is_resumed_not_reused(tmp_path):
-    from tiedlm_lib.training import train
+    from tiedlm_lib.training.loop import train
 
     cfg = experiment("v3", "smoke", overrides={"train.steps": 6, "train.checkpoint_every": 2})
     train(cfg, run_dir(cfg, tmp_path), progress=False, stop_after=3)  # as if the process had died
@@ -87,7 +87,7 @@ def test_an_incomplete_run_is_resumed_not_reused(tmp_path):
 
 
 def test_a_horizon_run_serves_its_kept_weights_and_is_refused_without_them(tmp_path):
-    from tiedlm_lib.training import kept_weights_name
+    from tiedlm_lib.training.loop import kept_weights_name
 
     cfg = experiment("horizon-phantom", "smoke", overrides={"train.steps": 9, "train.keep_weights_at": (3, 6)})
     r = get_run(cfg, root=tmp_path, progress=False)
@@ -104,8 +104,8 @@ def test_a_horizon_run_serves_its_kept_weights_and_is_refused_without_them(tmp_p
 
 
 def test_horizon_curve_evaluates_each_kept_point_and_keeps_the_result(tmp_path, monkeypatch):
-    from tiedlm_lib.analysis import heldout, horizon_curve, log_slope
-    from tiedlm_lib.evaluation import evaluate_nll
+    from tiedlm_lib.evaluation.analysis import heldout, horizon_curve, log_slope
+    from tiedlm_lib.evaluation.nll import evaluate_nll
 
     cfg = experiment("horizon-full", "smoke", overrides={"train.steps": 9, "train.keep_weights_at": (3, 6)})
     r = get_run(cfg, root=tmp_path, progress=False)
@@ -117,12 +117,12 @@ def test_horizon_curve_evaluates_each_kept_point_and_keeps_the_result(tmp_path, 
         assert p.alpha == pytest.approx(r.model_at(p.step).alphas())
     assert curve[0].nll[4].masked != pytest.approx(curve[-1].nll[4].masked)  # the points differ
     assert len(curve[-1].norms["A"]["norm"]) == 5  # z_0..z_K at the trained depth K = 4
-    from tiedlm_lib.analysis import train_sample
+    from tiedlm_lib.evaluation.analysis import train_sample
 
     on_train = evaluate_nll(r.model, train_sample(r.config)())
     assert curve[-1].train_nll.masked == pytest.approx(on_train.masked, rel=1e-6)
     assert len(curve[-1].train_nll.doc_index) == 512 and curve[-1].train_nll.masked != curve[-1].nll[4].masked
-    assert list(r.dir.glob("derived/horizon_curve-*.json"))  # kept beside the run (JSON + npz, tiedlm_lib.datafile)
+    assert list(r.dir.glob("derived/horizon_curve-*.json"))  # kept beside the run (JSON + npz: store.datafile)
     again = horizon_curve(r, [1, 2, 4], n_docs=24)  # read back: the same numbers
     assert [p.nll[4].masked for p in again] == [p.nll[4].masked for p in curve]
     assert log_slope([1000, 2000, 4000], [0.5, 0.7, 0.9]) == pytest.approx(0.2)  # per doubling
@@ -247,7 +247,7 @@ def test_a_model_file_that_predates_a_field_loads_and_a_checkpoint_without_its_r
 
 
 def test_scale_changes_list_what_differs_from_the_paper_and_each_scale_says_how_it_was_chosen():
-    from tiedlm_lib.registry import scale_changes
+    from tiedlm_lib.runs.registry import scale_changes
 
     rows = {r["quantity"]: r for r in scale_changes("cpu")}
     assert rows["loop depth K"]["paper"] == "30" and rows["loop depth K"]["cpu"] == "16" and rows["loop depth K"][

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from tiedlm_lib import findings
-from tiedlm_lib.claims import read_ledger
-from tiedlm_lib.report import readability_problems, sentences
+from tiedlm_lib.paper import findings
+from tiedlm_lib.paper.claims import read_ledger
+from tiedlm_lib.paper.report import readability_problems, sentences
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -106,7 +106,7 @@ def test_sentences_split_where_a_reader_stops():
 
 
 def test_every_claim_with_only_a_corrected_row_says_why_there_is_no_paper_row():
-    from tiedlm_lib.claims import CLAIMS, NO_PAPER_ROW, no_paper_row
+    from tiedlm_lib.paper.claims import CLAIMS, NO_PAPER_ROW, no_paper_row
 
     rows = no_paper_row(read_ledger(ROOT / "paper" / "cpu"))  # the committed ledger: every such claim has a reason
     assert [r["id"] for r in rows][:2] == ["A5", "A6"] and all(r["why no paper-protocol row"] for r in rows)
@@ -124,7 +124,7 @@ def test_every_claim_with_only_a_corrected_row_says_why_there_is_no_paper_row():
 
 def test_the_findings_table_gives_the_seeds_of_every_pooled_unit_as_a_range():
     """Q5's phantom-last unit rests on 3 seeds, its other on 5: the README's seeds column says 3–5, not 5."""
-    from tiedlm_lib.claims import findings_markdown
+    from tiedlm_lib.paper.claims import findings_markdown
 
     def entry(cid, units, seeds):
         return {"id": cid, "protocol": "corrected", "verdict": "yes", "notebook": "02_backprop", "seeds": seeds,
@@ -139,8 +139,8 @@ def test_the_findings_table_gives_the_seeds_of_every_pooled_unit_as_a_range():
 def test_the_findings_figure_puts_every_finding_on_one_scale_of_sesois():
     """The index opens with each finding's interval as its distance from the threshold in SESOIs, coloured by the
     unit's own verdict (Q4's undecided compute-matched gap is not coloured by Q4's 'yes')."""
-    from tiedlm_lib.claims import read_ledger
-    from tiedlm_lib.paper import findings_figure
+    from tiedlm_lib.paper.claims import read_ledger
+    from tiedlm_lib.paper.html import findings_figure
 
     ledger = read_ledger(ROOT / "paper" / "cpu")
     rows = {r["claim"]: r for r in findings.finding_rows(ledger)}
@@ -154,7 +154,7 @@ def test_the_findings_figure_puts_every_finding_on_one_scale_of_sesois():
 
 
 def test_amendment_18_sets_each_entry_beside_its_judgement_before_it():
-    from tiedlm_lib.claims import amendment_changes
+    from tiedlm_lib.paper.claims import amendment_changes
 
     def entry(cid, verdict, recorded, sensitive=False):
         return {"id": cid, "protocol": "corrected", "notebook": "08_sft_generation", "verdict": verdict,

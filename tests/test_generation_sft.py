@@ -12,10 +12,25 @@ import torch
 from conftest import tiny_model
 
 from tiedlm_lib import experiment
-from tiedlm_lib.benchmark import draw, implied_pad_nll, kendall_tau, seen_in_training, suffix_nll, suffix_start
 from tiedlm_lib.data import PAD_ID, TokenDocs
-from tiedlm_lib.generate import SamplingConfig, apply_penalty, distinct_n, filter_logits, generate, repetition_rate
-from tiedlm_lib.sft import (
+from tiedlm_lib.depth.generate import (
+    SamplingConfig,
+    apply_penalty,
+    distinct_n,
+    filter_logits,
+    generate,
+    repetition_rate,
+)
+from tiedlm_lib.evaluation.suffix_benchmark import (
+    draw,
+    implied_pad_nll,
+    kendall_tau,
+    seen_in_training,
+    suffix_nll,
+    suffix_start,
+)
+from tiedlm_lib.training.loop import train
+from tiedlm_lib.training.sft import (
     IGNORE,
     IM_END,
     IM_START,
@@ -26,7 +41,6 @@ from tiedlm_lib.sft import (
     response_start,
     sft_targets,
 )
-from tiedlm_lib.training import train
 
 
 # ---------------------------------------------------------------------------------------------------- generation
@@ -79,7 +93,7 @@ def test_greedy_generation_and_the_shared_signature():
     reported; the plain and speculative generate take the same leading parameters and both return (tokens, info)."""
     import inspect
 
-    from tiedlm_lib import speculative
+    from tiedlm_lib.depth import speculative
 
     m = tiny_model("S A*3 S", seq=64, dtype=torch.float64)
     torch.nn.init.normal_(m.head.weight, std=0.5)
@@ -200,7 +214,7 @@ def test_sft_loss_masks_of_both_protocols():
 
 
 def test_sft_training_runs_from_a_checkpoint_with_both_losses(tmp_path, smoke_corpus):
-    from tiedlm_lib.experiments import get_run, intervention_arm, sft_run
+    from tiedlm_lib.runs import get_run, intervention_arm, sft_run
 
     base = get_run("v3", "smoke", 0, {"train.steps": 6}, root=None, progress=False)
     for loss in ("paper", "masked"):
@@ -247,8 +261,8 @@ def test_packed_layout_holds_the_grid_tokens_with_the_response_after_the_prompt(
 def test_corrected_sft_response_logits_do_not_depend_on_the_pad_embedding_and_the_papers_do():
     """The corrected protocol's packed layout keeps the response from attending to pads; the paper's grid does not
     (the model has no key-padding mask)."""
-    from tiedlm_lib.config import ModelConfig
-    from tiedlm_lib.model import TiedLM
+    from tiedlm_lib.model.config import ModelConfig
+    from tiedlm_lib.model.tied import TiedLM
 
     torch.manual_seed(0)
     model = TiedLM(ModelConfig(vocab_size=64, d_model=32, n_heads=4, layout="S A*3 S", max_seq_len=32)).eval()
@@ -273,8 +287,8 @@ def test_corrected_sft_response_logits_do_not_depend_on_the_pad_embedding_and_th
 
 
 def test_response_nll_sums_the_masked_targets_of_each_conversation(smoke_corpus):
-    from tiedlm_lib.evaluation import token_ce
-    from tiedlm_lib.sft import response_nll
+    from tiedlm_lib.evaluation.nll import token_ce
+    from tiedlm_lib.training.sft import response_nll
 
     model = tiny_model(vocab=smoke_corpus.tokenizer.get_vocab_size(), seq=64)
     pairs = continuation_pairs(smoke_corpus.val_text["text"][:7])

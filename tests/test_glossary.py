@@ -1,9 +1,9 @@
-"""The glossary: docs/glossary.md is generated from tiedlm_lib.glossary; every term's pattern finds the term; a
+"""The glossary: docs/glossary.md is generated from tiedlm_lib.paper.glossary; every term's pattern finds the term; a
 page links each term's first use in prose only (never in code, links, headings or tables), once per page."""
 
 from pathlib import Path
 
-from tiedlm_lib import glossary
+from tiedlm_lib.paper import glossary
 
 ROOT = Path(__file__).resolve().parents[1]
 

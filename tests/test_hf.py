@@ -10,11 +10,12 @@ import torch
 
 transformers = pytest.importorskip("transformers")
 
-from tiedlm_lib import dcp, lens  # noqa: E402
 from tiedlm_lib.data import EvalBatch  # noqa: E402
-from tiedlm_lib.hf import FAMILIES, PAD_LOGIT, HFDepthModel  # noqa: E402
-from tiedlm_lib.schedules import REUSE, DepthModel, plan, plan_logits  # noqa: E402
-from tiedlm_lib.stats import value  # noqa: E402
+from tiedlm_lib.depth import dcp  # noqa: E402
+from tiedlm_lib.depth import readout as lens  # noqa: E402
+from tiedlm_lib.hub.adapter import FAMILIES, PAD_LOGIT, HFDepthModel  # noqa: E402
+from tiedlm_lib.model.schedules import REUSE, DepthModel, plan, plan_logits  # noqa: E402
+from tiedlm_lib.stats.bootstrap import value  # noqa: E402
 
 V, T, L = 50, 10, 4
 TOL = 1e-5  # float32: the adapter and the hand-built forward call the same modules in the same order
@@ -99,7 +100,7 @@ def test_full_depth_is_the_model_and_truncations_are_the_layers_they_name(family
         assert torch.allclose(got, ref["logits"], atol=TOL, rtol=0), (family, sched, k)
         assert not torch.allclose(got, own, atol=1e-3), (family, sched, k)  # truncation changes the output
     # the model is left as it was: the same layer modules, the same count
-    from tiedlm_lib.hf import _get
+    from tiedlm_lib.hub.adapter import _get
 
     assert list(_get(m, a.family.layers)) == layers and getattr(m.config, a.family.count) == L
     assert torch.equal(a.logits(x), own)
@@ -151,7 +152,7 @@ def test_qwen_layers_keep_their_own_attention_kind_when_rearranged():
 
 def _looped(family: str = "llama"):
     """A model of the family whose layers 1-3 are one shared module: layout S A*3 S."""
-    from tiedlm_lib.hf import _get, _set
+    from tiedlm_lib.hub.adapter import _get, _set
 
     m = _tiny(family)
     fam = FAMILIES[type(m).__name__]
@@ -256,8 +257,8 @@ def test_two_loops_and_a_sliding_layer_after_the_loop_in_a_frozen_copy():
 def test_the_protocol_on_a_looped_model_and_its_checks(capsys):
     """protocol.run on a looped model: the decomposition at k_min, N/2, N with frozen for a single loop; bad
     arguments are refused before any evaluation."""
-    from tiedlm_lib import protocol
     from tiedlm_lib.data import TokenDocs
+    from tiedlm_lib.hub import protocol
 
     m, *_ = _looped()
     a = HFDepthModel(m)
@@ -315,8 +316,8 @@ def test_the_exit_ladder_of_one_pass_is_each_prefix_and_exits_run_on_it(family):
     """iter_prefix (one forward, a tap after each requested layer) gives each prefix(k)'s own core state, as the
     generic path of one core_state per k does; exits' features read depth k through it, and depth N is the model."""
     from tiedlm_lib.data import shift_targets
-    from tiedlm_lib.exits import collect_features
-    from tiedlm_lib.schedules import budget, prefix_states
+    from tiedlm_lib.depth.exits import collect_features
+    from tiedlm_lib.model.schedules import budget, prefix_states
 
     m = _looped()[0] if family == "looped" else _tiny(family)
     a = HFDepthModel(m, token_offset=0)
@@ -349,7 +350,7 @@ def test_the_exit_ladder_of_one_pass_is_each_prefix_and_exits_run_on_it(family):
 
 
 def test_the_default_grids_are_paper_bs():
-    from tiedlm_lib import protocol
+    from tiedlm_lib.hub import protocol
 
     dense = HFDepthModel(_tiny("llama"))
     assert protocol.default_ks(dense) == [1, 2, 3, 4] and protocol.default_schedules(dense) == ["prefix", "suffix"]
@@ -480,10 +481,10 @@ def test_a_looped_checkpoint_written_untied_loads_looped_again(tmp_path, capsys)
 
     import pandas as pd
 
-    from tiedlm_lib import protocol
     from tiedlm_lib.__main__ import main
     from tiedlm_lib.data import kjv_documents
-    from tiedlm_lib.hf import save_untied, tie_repeated_layers
+    from tiedlm_lib.hub import protocol
+    from tiedlm_lib.hub.adapter import save_untied, tie_repeated_layers
 
     texts = kjv_documents()[:30]
     _save_checkpoint(tmp_path / "dense", 0, texts)
@@ -517,15 +518,15 @@ def test_a_looped_checkpoint_written_untied_loads_looped_again(tmp_path, capsys)
 
 
 def test_the_dense_control_folder_is_a_checkpoint_the_command_reads(tmp_path, monkeypatch, capsys):
-    """Section 13's dense run (tiedlm_lib.dense) carries its tokenizer and says its ids are the library's: the
+    """Section 13's dense run (tiedlm_lib.hub.dense) carries its tokenizer and says its ids are the library's: the
     command loads it without the token shift and scores the corpus."""
     import json
 
     import pandas as pd
 
-    from tiedlm_lib import dense, protocol
     from tiedlm_lib.__main__ import main
     from tiedlm_lib.data import kjv_documents
+    from tiedlm_lib.hub import dense, protocol
 
     model, result = dense.get_dense("smoke", 0, root=tmp_path, progress=False)
     folder = dense.run_dir("smoke", 0, tmp_path)

@@ -1,5 +1,5 @@
-"""The seed-level engine (tiedlm_lib.inference) against independent computations: statsmodels' random-effects HKSJ,
-the t-interval it reduces to, hand-worked decisions for every outcome of every rule, and the power formulas."""
+"""The seed-level engine (tiedlm_lib.stats.inference) against independent computations: statsmodels' random-effects
+HKSJ, the t-interval it reduces to, hand-worked decisions for every outcome of every rule, and the power formulas."""
 
 import math
 import warnings
@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 from scipy import stats as sps
 
-from tiedlm_lib.inference import (
+from tiedlm_lib.stats.bootstrap import Estimate
+from tiedlm_lib.stats.inference import (
     RULES,
     Rule,
     judge_unit,
@@ -24,7 +25,6 @@ from tiedlm_lib.inference import (
     sign_test,
     within_variance,
 )
-from tiedlm_lib.stats import Estimate
 
 
 def _est(points, half):

@@ -35,7 +35,7 @@ def _get(url: str, method: str = "GET", body: dict | None = None) -> dict:
 
 @pytest.fixture(scope="module")
 def lab(tmp_path_factory):
-    from tiedlm_lib.lab import write_settings
+    from tiedlm_lib.paper.lab import write_settings
 
     write_settings()  # what `make lab` does: .py sources open as notebooks
     port = _free_port()
@@ -88,7 +88,7 @@ def test_a_cell_runs_in_a_real_kernel_over_the_servers_websocket(lab):
         ws.send(json.dumps({"header": {"msg_id": msg_id, "msg_type": "execute_request", "username": "test",
                                        "session": uuid.uuid4().hex, "version": "5.3"},
                             "parent_header": {}, "metadata": {}, "channel": "shell",
-                            "content": {"code": "from tiedlm_lib.layout import parse_layout\n"
+                            "content": {"code": "from tiedlm_lib.model.layout import parse_layout\n"
                                                 "len(parse_layout('S S A*16 S S'))",
                                         "silent": False, "store_history": False, "user_expressions": {},
                                         "allow_stdin": False}}))
@@ -111,7 +111,7 @@ def test_a_cell_runs_in_a_real_kernel_over_the_servers_websocket(lab):
 
 
 def test_make_lab_settings_merge_and_refuse_a_corrupt_file(tmp_path):
-    from tiedlm_lib.lab import SETTINGS, overrides_path, write_settings
+    from tiedlm_lib.paper.lab import SETTINGS, overrides_path, write_settings
 
     path = overrides_path(tmp_path)
     path.parent.mkdir(parents=True)

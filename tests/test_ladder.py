@@ -5,10 +5,10 @@ import math
 import numpy as np
 import pytest
 
-from tiedlm_lib import inference as inf
-from tiedlm_lib import ladder as L
-from tiedlm_lib.registry import experiment, section_runs
-from tiedlm_lib.stats import Estimate
+from tiedlm_lib.runs import ladder as L
+from tiedlm_lib.runs.registry import experiment, section_runs
+from tiedlm_lib.stats import inference as inf
+from tiedlm_lib.stats.bootstrap import Estimate
 
 
 def test_the_recipe_rule_makes_the_ledgers_small_and_large_runs_ladder_points():

@@ -11,7 +11,7 @@ import torch
 from conftest import tiny_model
 
 from tiedlm_lib.data import EvalBatch
-from tiedlm_lib.lens import (
+from tiedlm_lib.depth.readout import (
     FORMS,
     PLACEMENTS,
     Probe,
@@ -27,9 +27,9 @@ from tiedlm_lib.lens import (
     probe_nll,
     share_by_probe,
 )
-from tiedlm_lib.schedules import plan, plan_logits
-from tiedlm_lib.stats import value
-from tiedlm_lib.training import lm_loss
+from tiedlm_lib.model.schedules import plan, plan_logits
+from tiedlm_lib.stats.bootstrap import value
+from tiedlm_lib.training.loop import lm_loss
 
 
 def _batches(n_docs=48, T=12, V=37, seed=0):
@@ -243,7 +243,7 @@ def test_share_by_probe_gives_one_row_per_probe_and_the_temperature_is_placement
 def test_readout_metrics_equal_a_hand_computation(setup):
     """ECE over 15 equal-width bins and the multiclass Brier score, against numpy on the same logits; a temperature
     fitted on other documents lowers the ECE of an over-confident readout."""
-    from tiedlm_lib.lens import readout_metrics
+    from tiedlm_lib.depth.readout import readout_metrics
 
     m, head, _ = setup
     hot = States(head.x * 3, head.y, head.doc, None)  # over-confident: logits scaled up
@@ -297,7 +297,7 @@ def test_a_paired_share_difference_uses_the_shared_resample(setup):
     """Two probes on the same evaluation documents and resample: the paired CI of their difference is the quantile
     of the replicate-wise differences (recomputed here from the per-document NLL sums with the same resample), it
     holds the point difference, and a difference between different documents or resamples is refused."""
-    from tiedlm_lib.stats import bootstrap_indices, replicates
+    from tiedlm_lib.stats.bootstrap import bootstrap_indices, replicates
 
     m, head, _ = setup
     a = torch.rand(16, generator=torch.Generator().manual_seed(4)) * 2 + 0.3
@@ -355,7 +355,7 @@ def _known_share(b, n_cal, m, lam):
 
 def _doc_stats(per_token):
     """Per-document NLL stats from a (documents, tokens) array of per-token losses."""
-    from tiedlm_lib.evaluation import NLLStats
+    from tiedlm_lib.stats.bootstrap import NLLStats
 
     s, n = per_token.sum(1), np.full(len(per_token), float(per_token.shape[1]))
     return NLLStats(np.arange(len(s)), s, n, s, n)
@@ -373,7 +373,7 @@ def test_share_interval_covers_a_known_share_with_30_refits_and_not_with_3():
     the nominal 95% interval covers within [0.91, 0.985] of 300 datasets (0.950 when this test was written; 20
     refits gave 0.907, 50 gave 0.96 in the same simulation); with 3 refits (the setting before) it under-covers
     (0.707)."""
-    from tiedlm_lib.lens import share_interval
+    from tiedlm_lib.depth.readout import share_interval
 
     b, n_cal, n_ev, m, lam = 0.5, 5, 200, 8, 1.0
     truth = _known_share(b, n_cal, m, lam)
@@ -403,7 +403,7 @@ def test_the_paired_share_difference_covers_a_known_difference_with_30_refits():
     fit's uncertainty dominating as above), scored on the same evaluation documents with the same resample, each
     with 30 centred refits; the paired difference's nominal 95% interval covers the known difference in 200
     datasets within [0.91, 0.99] (0.985 when this test was written; 0.973 over 300 datasets)."""
-    from tiedlm_lib.lens import share_interval
+    from tiedlm_lib.depth.readout import share_interval
 
     n_cal, n_ev, m, lam, bs = 5, 200, 8, 1.0, (0.5, 0.8)
     truth = _known_share(bs[0], n_cal, m, lam) - _known_share(bs[1], n_cal, m, lam)

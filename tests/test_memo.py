@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 import torch
 
-from tiedlm_lib import datafile, memo
+from tiedlm_lib.store import datafile, memo
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -69,13 +69,11 @@ def test_a_failed_computation_keeps_nothing_and_bad_keys_are_refused(tmp_path):
 
 def test_the_storage_code_is_not_part_of_the_fingerprint():
     """A change to how results are stored must not invalidate every kept result (issue 54)."""
-    assert "tiedlm_lib.memo" not in memo.CODE_MODULES and "tiedlm_lib.datafile" not in memo.CODE_MODULES
-    assert set(memo.LEGACY_CODE_MODULES) - set(memo.FILE_SCHEME_MODULES) == {"memo"}
-    assert [f"tiedlm_lib.{m}" for m in memo.FILE_SCHEME_MODULES] == list(memo.CODE_MODULES)
+    assert "tiedlm_lib.store.memo" not in memo.CODE_MODULES and "tiedlm_lib.store.datafile" not in memo.CODE_MODULES
 
 
 def _probe(form, d=4, seed=0):
-    from tiedlm_lib.lens import Probe
+    from tiedlm_lib.depth.readout import Probe
 
     torch.manual_seed(seed)
     p = Probe(form, d)
@@ -86,11 +84,10 @@ def _probe(form, d=4, seed=0):
 
 
 def _every_kept_type():
-    from tiedlm_lib.analysis import HorizonPoint
-    from tiedlm_lib.dcp import Condition
-    from tiedlm_lib.evaluation import NLLStats
-    from tiedlm_lib.lens import FittedProbe, ProbeSpec, ShareReplicates
-    from tiedlm_lib.stats import Estimate, Resample
+    from tiedlm_lib.depth.dcp import Condition
+    from tiedlm_lib.depth.readout import FittedProbe, ProbeSpec, ShareReplicates
+    from tiedlm_lib.evaluation.analysis import HorizonPoint
+    from tiedlm_lib.stats.bootstrap import Estimate, NLLStats, Resample
 
     odd_nan = struct.unpack("<d", struct.pack("<Q", 0xFFF8000000000123))[0]  # a negative NaN with a payload
     f64 = np.array([0.1, -0.0, np.nan, np.inf, -np.inf, 5e-324, odd_nan, 1e308])
@@ -177,7 +174,7 @@ def test_reading_builds_only_allowlisted_types_and_never_unpickles(tmp_path):
 
     for result, match in [({"$dataclass": ["os.system", {}]}, "not on the allowlist"),
                           ({"$object": ["subprocess.Popen", ["ls"]]}, "not on the allowlist"),
-                          ({"$dataclass": ["tiedlm_lib.lens.Probe", {}]}, "not on the allowlist"),
+                          ({"$dataclass": ["tiedlm_lib.depth.readout.Probe", {}]}, "not on the allowlist"),
                           ({"$eval": "1"}, "unknown tag"), ({"$tuple": [], "b": 1}, "one key")]:
         (tmp_path / "r.json").write_text(doc(result))
         with pytest.raises(ValueError, match=match):
@@ -233,42 +230,25 @@ def test_an_npz_that_is_not_the_recorded_one_is_recomputed(tmp_path):
     assert memo.memoised(tmp_path, "x", key, lambda: 1 / 0).tolist() == [0, 2, 4]
 
 
-def test_migrate_converts_a_legacy_pickle_once_and_leaves_a_stale_one(tmp_path):
-    from tiedlm_lib.evaluation import NLLStats
+def test_kept_results_that_name_their_types_by_the_flat_module_paths_read_under_todays(tmp_path):
+    """Results kept before issue 56 name ``tiedlm_lib.lens.Probe``, ``tiedlm_lib.evaluation.NLLStats`` ...: read as
+    today's types (``datafile.RENAMED``); a name neither today's nor renamed is still refused."""
+    from tiedlm_lib.stats.bootstrap import NLLStats
 
-    run = tmp_path / "runs" / "v3-s0-abc"
-    (run / "derived").mkdir(parents=True)
-    (run / "model.safetensors").write_bytes(b"weights")
-    legacy_memo = b"# the pickle-writing memo.py\n"
-    legacy = memo.legacy_fingerprint(legacy_memo)
-    obj = ({("prefix", 1): NLLStats(np.arange(3), np.array([0.5, np.nan, 1.0]), np.full(3, 4), np.ones(3),
-                                    np.full(3, 4))}, [{"p": _probe("diagonal")}])
-
-    def plant(key, code, what="conditions"):
-        h = memo._key_hash(key, code, memo.weights_fingerprint(run))
-        (run / "derived" / f"{what}-{h}.pkl").write_bytes(pickle.dumps(obj))
-        (run / "derived" / f"{what}-{h}.json").write_text(json.dumps({"what": what, "key": memo._plain(key),
-                                                                      "code": code}))
-        return run / "derived" / f"{what}-{h}.pkl"
-
-    good, key = plant({"seed": 0, "ks": (1, 2)}, legacy), {"seed": 0, "ks": (1, 2)}
-    stale = plant({"seed": 1}, "0123456789abcdef")
-    renamed = plant({"seed": 2}, legacy)
-    renamed.rename(renamed.with_name("conditions-ffffffffffffffff.pkl"))
-    renamed.with_suffix(".json").rename(renamed.with_name("conditions-ffffffffffffffff.json"))
-    recs = {Path(r["pickle"]).name: r for r in memo.migrate(tmp_path / "runs", legacy_memo)}
-    assert recs[good.name]["status"] == "migrated" and not good.exists() and not good.with_suffix(".json").exists()
-    assert "computed under code 0123456789abcdef" in recs[stale.name]["why"] and stale.exists()
-    assert recs["conditions-ffffffffffffffff.pkl"]["why"] == "its key does not hash to its name"
-    new = memo.memo_path(run, "conditions", key)
-    assert recs[good.name]["json"] == str(new)
-    meta = datafile.read_meta(new)
-    assert meta["code"] == legacy and "memo" in meta["code_modules"] and meta["migrated_from"] == good.name
-    for p in run.glob("derived/*.pkl"):  # the skipped ones are the user's to delete
-        p.unlink()
-    kept = memo.memoised(run, "conditions", key, lambda: 1 / 0)  # found, not recomputed
-    assert datafile.same(obj, kept) is None
-    assert memo.migrate(tmp_path / "runs", legacy_memo) == []  # nothing left to do
+    obj = {"stats": NLLStats(np.arange(3), np.array([0.5, np.nan, 1.0]), np.full(3, 4), np.ones(3), np.full(3, 4)),
+           "probe": _probe("diagonal")}
+    path = datafile.write(tmp_path / "r.json", obj)
+    text = path.read_text()
+    for new, old in (("tiedlm_lib.stats.bootstrap.NLLStats", "tiedlm_lib.evaluation.NLLStats"),
+                     ("tiedlm_lib.depth.readout.Probe", "tiedlm_lib.lens.Probe")):
+        assert datafile.RENAMED[old] == new and f'"{new}"' in text
+        text = text.replace(f'"{new}"', f'"{old}"')
+    path.write_text(text)
+    assert datafile.same(obj, datafile.read(path)[1]) is None
+    path.write_text(text.replace('"tiedlm_lib.evaluation.NLLStats"', '"tiedlm_lib.elsewhere.NLLStats"'))
+    with pytest.raises(ValueError, match="not on the allowlist"):
+        datafile.read(path)
+    assert all(n.startswith("tiedlm_lib.") and n.count(".") >= 3 for n in datafile.RENAMED.values())
 
 
 def test_the_committed_kept_results_are_data_only():
@@ -366,30 +346,16 @@ def test_the_library_key_is_its_definitions():
     assert len(memo.code_fingerprint()) == 16
 
 
-def test_rekey_moves_each_result_todays_files_would_find_and_nothing_else(tmp_path, monkeypatch):
-    run = tmp_path / "runs" / "v3-s0-abc"
-    run.mkdir(parents=True)
-    (run / "model.safetensors").write_bytes(b"weights")
-    new = memo.code_fingerprint()
-    monkeypatch.setattr(memo, "file_fingerprint", lambda modules=memo.FILE_SCHEME_MODULES: "0ld0ld0ld0ld0ld0")
-    key, arrays = {"seed": 0}, {"shares": np.arange(4.0), "n": 3}
-    monkeypatch.setattr(memo, "code_fingerprint", lambda modules=memo.CODE_MODULES: "0ld0ld0ld0ld0ld0")
-    old_path = memo.memo_path(run, "shares", key)
-    memo.memoised(run, "shares", key, lambda: arrays)
-    memo.memoised(run, "table", {"seed": 0}, lambda: [1, 2])  # no arrays: a JSON alone
-    monkeypatch.setattr(memo, "code_fingerprint", lambda modules=memo.CODE_MODULES: "s7a1es7a1es7a1e0")
-    stale = memo.memoised(run, "shares", {"seed": 1}, lambda: arrays) and memo.memo_path(run, "shares", {"seed": 1})
-    monkeypatch.setattr(memo, "code_fingerprint", lambda modules=memo.CODE_MODULES: new)
-    assert [r["status"] for r in memo.rekey(tmp_path / "runs", dry_run=True)].count("would rekey") == 2
-    assert old_path.exists()
-    recs = {Path(r["json"]).name: r for r in memo.rekey(tmp_path / "runs")}
-    assert recs[old_path.name]["status"] == "rekeyed" and not old_path.exists()
-    assert not old_path.with_suffix(".npz").exists()
-    assert "computed under other code" in recs[stale.name]["why"] and stale.exists()
-    kept = memo.memoised(run, "shares", key, lambda: 1 / 0)  # found under the new key, not recomputed
-    assert datafile.same(arrays, kept) is None and memo.memoised(run, "table", {"seed": 0}, lambda: 1 / 0) == [1, 2]
-    meta = datafile.read_meta(memo.memo_path(run, "shares", key))
-    assert meta["code"] == new and meta["rekeyed_from"] == {"file": old_path.name, "code": "0ld0ld0ld0ld0ld0"}
-    stale.unlink()
-    stale.with_suffix(".npz").unlink()
-    assert {r["status"] for r in memo.rekey(tmp_path / "runs")} == {"current"}  # once only
+def test_every_shipped_kept_result_is_found_by_todays_code():
+    """The kept results that ship (section 10's probe shares: hours at cpu) are the ones today's code looks up: a change
+    to a deciding module that leaves them stale makes `make paper` recompute them silently, so it fails here first."""
+    derived = sorted((REPO / "runs").glob("*/*/derived"))
+    if not derived:
+        pytest.skip("no runs shipped in this checkout")
+    stale = []
+    for d in derived:
+        for j in d.glob("*.json"):
+            meta = datafile.read_meta(j)
+            if memo.memo_path(d.parent, meta["what"], meta["key"]) != j:
+                stale.append(f"{j.relative_to(REPO)} (computed under code {meta['code']})")
+    assert not stale, f"{len(stale)} kept results are not found by today's code, e.g. {stale[:3]}"

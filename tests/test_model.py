@@ -6,7 +6,7 @@ import torch.nn.functional as F
 from conftest import tiny_model
 
 from tiedlm_lib import ModelConfig, TiedLM, paper_config, parse_layout
-from tiedlm_lib.model import Attention
+from tiedlm_lib.model.tied import Attention
 
 PAPER_COUNTS = {"v3": 7_267_302, "v5": 23_048_934, "v9": 23_048_935, "v12": 23_048_933, "v13": 23_048_932,
                 "v14": 23_048_931}

@@ -10,8 +10,8 @@ import jupytext
 import pytest
 from jupytext.compare import compare_notebooks
 
-from tiedlm_lib import claims
-from tiedlm_lib.reported import COLUMNS, FILE, reported, reported_k_sweep, reported_value
+from tiedlm_lib.paper import claims
+from tiedlm_lib.paper.reported import COLUMNS, FILE, reported, reported_k_sweep, reported_value
 
 ROOT = Path(__file__).resolve().parents[1]
 SOURCES = sorted((ROOT / "notebooks").glob("*.py"))
@@ -103,7 +103,7 @@ def test_committed_ledgers_are_valid(ledger):
 def test_executed_parameters_reads_the_parameters_then_the_injected_ones(tmp_path):
     import json
 
-    from tiedlm_lib.paper import executed_parameters
+    from tiedlm_lib.paper.execute import executed_parameters
 
     cell = lambda src, tag: {"cell_type": "code", "metadata": {"tags": [tag]}, "source": src}  # noqa: E731
     nb = {"cells": [cell("scale = 'cpu'\nseeds = [0, 1, 2]\nfigures_dir = None\n", "parameters"),
@@ -114,7 +114,7 @@ def test_executed_parameters_reads_the_parameters_then_the_injected_ones(tmp_pat
 
 
 def test_a_notebooks_verdicts_record_the_seeds_they_rest_on(tmp_path):
-    from tiedlm_lib.report import Report
+    from tiedlm_lib.paper.report import Report
 
     rep = Report("04_tradeoff", "smoke", tmp_path / "f", tmp_path / "p", seeds=[0, 2])
     assert rep.claim("A4", "inconclusive", "c", {"x": 1.0})["seeds"] == [0, 2]
@@ -132,7 +132,7 @@ def test_a_notebooks_verdicts_record_the_seeds_they_rest_on(tmp_path):
 
 
 def test_a_sections_run_replaces_its_whole_set_of_verdicts(tmp_path):
-    from tiedlm_lib.report import Report
+    from tiedlm_lib.paper.report import Report
 
     rep = Report("02_backprop", "smoke", tmp_path / "f", tmp_path / "p")
     rep.claim("A9", "reproduced", "c", {}, "paper")
@@ -149,9 +149,9 @@ def test_a_sections_run_replaces_its_whole_set_of_verdicts(tmp_path):
 
 
 def test_a_judgement_is_recorded_with_its_basis(tmp_path):
-    from tiedlm_lib import verdicts
-    from tiedlm_lib.report import Report
-    from tiedlm_lib.stats import Estimate
+    from tiedlm_lib.paper import verdicts
+    from tiedlm_lib.paper.report import Report
+    from tiedlm_lib.stats.bootstrap import Estimate
 
     rep = Report("06_iso_param_2x2", "smoke", tmp_path / "f", tmp_path / "p", seeds=[0, 1, 2])
     e = rep.judge(verdicts.q4({"tied - vanilla": {0: Estimate(-0.3, -0.5, -0.1), 1: Estimate(0.3, 0.1, 0.5),
@@ -166,9 +166,9 @@ def test_a_judgement_is_recorded_with_its_basis(tmp_path):
 
 
 def test_a_judgement_records_the_seeds_its_evidence_rests_on(tmp_path):
-    from tiedlm_lib import verdicts
-    from tiedlm_lib.report import Report
-    from tiedlm_lib.stats import Estimate
+    from tiedlm_lib.paper import verdicts
+    from tiedlm_lib.paper.report import Report
+    from tiedlm_lib.stats.bootstrap import Estimate
 
     up = Estimate(0.3, 0.1, 0.5)
     rep = Report("06_iso_param_2x2", "smoke", tmp_path / "f", tmp_path / "p", seeds=[0, 1, 2])
@@ -212,14 +212,14 @@ def test_the_committed_cpu_ledger_rests_on_five_seeds_per_verdict():
 
 
 def test_paper_seeds_option_is_checked_before_any_work(capsys):
-    from tiedlm_lib.paper import main
+    from tiedlm_lib.paper.build import main
 
     assert main(["--scale", "smoke", "--seeds", "0,x", "--only", "11_claims"]) == 1
     assert "--seeds must be comma-separated integers" in capsys.readouterr().err
 
 
 def test_the_abstract_states_findings_from_the_ledger(tmp_path):
-    from tiedlm_lib.claims import abstract_findings
+    from tiedlm_lib.paper.claims import abstract_findings
 
     def rec(cid, verdict, protocol, nb="04_tradeoff", ev=None, seeds=(0, 1, 2)):
         claims.record(tmp_path, "cpu", nb, cid, verdict, "c", ev or {}, protocol, list(seeds))
@@ -260,8 +260,8 @@ def test_the_abstract_states_findings_from_the_ledger(tmp_path):
 
 
 def test_rule_changes_set_the_old_verdict_beside_the_new_with_a_computed_reason():
-    from tiedlm_lib import verdicts as V
-    from tiedlm_lib.stats import Estimate as E
+    from tiedlm_lib.paper import verdicts as V
+    from tiedlm_lib.stats.bootstrap import Estimate as E
 
     split = V.a13({0: E(0.3, 0.29, 0.31), 1: E(-0.3, -0.31, -0.29), 2: E(0.3, 0.29, 0.31)}, {0: 3, 1: 3, 2: 3}, -0.01)
     nil = V.a14({"real": {s: E(0.0, -0.005, 0.005) for s in range(3)}})
@@ -283,7 +283,7 @@ def test_prose_numbers_are_facts_read_from_the_sections_tables(tmp_path):
 
     import pandas as pd
 
-    from tiedlm_lib.report import Report
+    from tiedlm_lib.paper.report import Report
 
     rep = Report("03_depth_scaling", "smoke", tmp_path / "f", tmp_path / "p")
     rep.table(pd.DataFrame({"size": ["small", "small", "large"], "seed": [0, 1, 0], "gap": [0.5, 0.7, 0.9]}), "gaps")

@@ -12,18 +12,15 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from tiedlm_lib.paper import (
+from tiedlm_lib.paper.execute import execute, machine_paths, relative_paths, run_times
+from tiedlm_lib.paper.html import (
     NBCONVERT_ALT,
     drop_row_numbers,
-    execute,
     figure_caption,
     fold_per_seed,
-    machine_paths,
     missing_paragraphs,
     page_text,
-    relative_paths,
     render_html,
-    run_times,
 )
 
 
@@ -188,7 +185,7 @@ def test_a_section_executed_and_rendered_shows_what_the_reader_needs(tmp_path):
     the per-seed rows folded; a printed absolute path made relative in the executed notebook; a chart's alt text."""
     (tmp_path / "notebooks").mkdir()
     _notebook(tmp_path / "notebooks" / "01_a.ipynb",
-              "import altair as alt\nimport pandas as pd\nfrom tiedlm_lib.report import Report\n"
+              "import altair as alt\nimport pandas as pd\nfrom tiedlm_lib.paper.report import Report\n"
               f"rep = Report('01_a', scale, {str(tmp_path / 'figures' / 'smoke')!r}, "
               f"{str(tmp_path / 'paper' / 'smoke')!r})\n"
               "per = rep.table(pd.DataFrame({'mode': ['a'] * 3, 'seed': [0, 1, 2], 'gap': [0.1, 0.2, 0.3]}), 'gaps')\n"

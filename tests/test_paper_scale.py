@@ -14,8 +14,8 @@ import pytest
 import torch
 
 from tiedlm_lib import DataConfig, TiedLM, experiment, load_corpus, prepare_corpus, train
-from tiedlm_lib.checkpoint import load_model
 from tiedlm_lib.data import MINIMIND_HUB, load_conversations, rehearsal_corpus
+from tiedlm_lib.model.checkpoint import load_model
 
 ROOT = Path(__file__).resolve().parents[1]
 PT_VERSIONS = ["v3", "v4", "v5", "v6", "v7", "v9", "v10", "v12", "v13", "v14"]
@@ -116,7 +116,7 @@ def test_torchrun_two_processes_equal_one_process(tmp_path):
 
 
 def test_batch_not_divisible_by_processes_is_refused(monkeypatch):
-    import tiedlm_lib.distributed as d
+    import tiedlm_lib.training.distributed as d
 
     monkeypatch.setattr(d, "rank_world", lambda: (0, 3))
     with pytest.raises(ValueError, match="batch_size 8 is not divisible by the number of processes 3"):
@@ -140,7 +140,7 @@ def test_compile_option_is_part_of_the_config():
 
 
 def test_notebook_runs_list_every_run_once_with_bases_before_continuations():
-    from tiedlm_lib.registry import notebook_runs
+    from tiedlm_lib.runs.registry import notebook_runs
 
     runs = notebook_runs("cpu")
     keys = [(c.train.seed, c.cache_name()) for c in runs]
@@ -162,7 +162,7 @@ def test_notebook_runs_list_every_run_once_with_bases_before_continuations():
 
 
 def test_extended_seeds_train_only_the_preregistered_small_model_runs():
-    from tiedlm_lib.registry import EXTENDED, extended_seeds, notebook_runs, section_runs
+    from tiedlm_lib.runs.registry import EXTENDED, extended_seeds, notebook_runs, section_runs
 
     runs = notebook_runs("cpu")
     extra = [c for c in runs if c.train.seed >= 5]  # docs/statistics.md amendment 14
@@ -186,7 +186,7 @@ def test_extended_seeds_train_only_the_preregistered_small_model_runs():
 
 
 def test_section_runs_split_notebook_runs_by_the_sections_that_ask_for_them():
-    from tiedlm_lib.registry import notebook_runs, section_runs
+    from tiedlm_lib.runs.registry import notebook_runs, section_runs
 
     runs = notebook_runs("cpu")
     key = lambda c: f"{c.train.seed}/{c.cache_name()}"  # noqa: E731
@@ -225,8 +225,8 @@ def test_train_all_trains_and_reports_by_section(tmp_path, capsys):
 
 
 def test_the_plan_prices_every_run_from_logged_or_scaled_step_times(capsys):
-    from tiedlm_lib.paper import main
-    from tiedlm_lib.registry import plan_rows
+    from tiedlm_lib.paper.build import main
+    from tiedlm_lib.runs.registry import plan_rows
 
     rows = plan_rows("paper")
     v5 = next(r for r in rows if r["run"] == "v5" and r["basis"] == "logged")
@@ -281,7 +281,7 @@ def test_train_all_reverse_trains_each_base_before_its_continuation(tmp_path):
 
 def test_cache_status_reports_done_partial_and_missing_runs_with_estimates(tmp_path, capsys):
     from tiedlm_lib.__main__ import main
-    from tiedlm_lib.runs import cache_status, get_run, run_dir
+    from tiedlm_lib.runs.cache import cache_status, get_run, run_dir
 
     v3, v4, v5 = (experiment(n, "smoke") for n in ("v3", "v4", "v5"))
     fresh = cache_status([v3, v4], tmp_path)
@@ -303,8 +303,8 @@ def test_cache_status_reports_done_partial_and_missing_runs_with_estimates(tmp_p
 
 
 def test_paper_scale_sft_uses_the_original_recipe(monkeypatch):
-    from tiedlm_lib.experiments import sft_run
-    from tiedlm_lib.registry import SFT_LR, SFT_STEPS, notebook_runs
+    from tiedlm_lib.runs import sft_run
+    from tiedlm_lib.runs.registry import SFT_LR, SFT_STEPS, notebook_runs
 
     monkeypatch.setenv("TIEDLM_MINIMIND", "minimind.jsonl")
     cfg = sft_run(experiment("v13", "paper"), "v13-sft-paper")
@@ -320,7 +320,7 @@ def test_paper_scale_sft_uses_the_original_recipe(monkeypatch):
 def test_rehearsal_trains_exactly_the_paper_scale_models(monkeypatch):
     """The rehearsal differs from the paper scale in budgets and data only: the same runs by name and seed, each with
     the paper's exact model, sequence length, vocabulary, split, depth set and backprop, and the original SFT lr."""
-    from tiedlm_lib.registry import SCALES, SFT_LR, notebook_runs
+    from tiedlm_lib.runs.registry import SCALES, SFT_LR, notebook_runs
 
     monkeypatch.setenv("TIEDLM_MINIMIND", "minimind.jsonl")
     monkeypatch.setattr("tiedlm_lib.data.rehearsal_corpus", lambda: Path("/fixture.jsonl"))  # configs only
@@ -348,7 +348,8 @@ def test_rehearsal_budgets_name_real_notebook_parameters():
     import nbformat
     from papermill.translators import PythonTranslator
 
-    from tiedlm_lib.paper import REHEARSAL_PARAMS, _cell_parameters, main
+    from tiedlm_lib.paper.build import main
+    from tiedlm_lib.paper.execute import REHEARSAL_PARAMS, _cell_parameters
 
     for stem, budget in REHEARSAL_PARAMS.items():
         path = ROOT / "notebooks" / f"{stem}.ipynb"

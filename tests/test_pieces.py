@@ -8,15 +8,15 @@ import torch
 import torch.nn.functional as F
 from conftest import tiny_model
 
-from tiedlm_lib import backprop
-from tiedlm_lib.analysis import state_norms
-from tiedlm_lib.config import TrainConfig
 from tiedlm_lib.data import EvalBatch, shift_targets
-from tiedlm_lib.evaluation import depth_stats, evaluate_nll
-from tiedlm_lib.experiments import EXPERIMENTS, experiment
-from tiedlm_lib.model import eval_mode
-from tiedlm_lib.schedules import budget, plan, plan_logits
-from tiedlm_lib.training import lm_loss, supervised_loss
+from tiedlm_lib.evaluation.analysis import state_norms
+from tiedlm_lib.evaluation.nll import depth_stats, evaluate_nll
+from tiedlm_lib.model import gradients as backprop
+from tiedlm_lib.model.config import TrainConfig
+from tiedlm_lib.model.schedules import budget, plan, plan_logits
+from tiedlm_lib.model.tied import eval_mode
+from tiedlm_lib.runs import EXPERIMENTS, experiment
+from tiedlm_lib.training.loop import lm_loss, supervised_loss
 
 PAPER_LAYOUTS = sorted({experiment(name, "smoke").model.layout for name in EXPERIMENTS})
 
@@ -177,8 +177,8 @@ def test_full_depth_is_the_trained_model_everywhere_on_an_unequal_loop_layout():
     """On loops of unequal iteration counts, model(x) (the trained model), prefix(N) and speculative decoding agree;
     model(x, depth=k) runs every loop k times, which prefix(k) (k core applications) is not; exits' last depth is the
     trained model."""
-    from tiedlm_lib.exits import collect_features
-    from tiedlm_lib.speculative import generate, plain_greedy
+    from tiedlm_lib.depth.exits import collect_features
+    from tiedlm_lib.depth.speculative import generate, plain_greedy
 
     layout = "S A*3 B*3 C*2 D*2 S"
     m = tiny_model(layout, dtype=torch.float64)

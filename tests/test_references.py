@@ -99,7 +99,7 @@ def test_the_reference_check_can_fail(text, expect):
 def test_the_library_pages_speculative_block_is_the_committed_benchmark():
     import pandas as pd
 
-    from tiedlm_lib.speculative import README_BEGIN, README_END, README_MODEL, readme_markdown
+    from tiedlm_lib.depth.speculative import README_BEGIN, README_END, README_MODEL, readme_markdown
 
     readme = (ROOT / "docs" / "library.md").read_text()
     block = readme.split(README_BEGIN, 1)[1].split(README_END, 1)[0].strip()
@@ -108,7 +108,7 @@ def test_the_library_pages_speculative_block_is_the_committed_benchmark():
 
 
 def test_a_generated_block_is_rewritten_in_place_and_a_missing_marker_is_an_error(tmp_path):
-    from tiedlm_lib.atomic import replace_block
+    from tiedlm_lib.store.atomic import replace_block
 
     f = tmp_path / "R.md"
     f.write_text("intro\n<!-- b -->\nold\n<!-- e -->\nrest\n")
@@ -122,8 +122,8 @@ def test_a_generated_block_is_rewritten_in_place_and_a_missing_marker_is_an_erro
 
 
 def test_the_readme_opens_with_what_it_is_and_its_findings_table_is_the_committed_ledger():
-    from tiedlm_lib.claims import read_ledger
-    from tiedlm_lib.findings import FINDINGS_BEGIN, FINDINGS_END, readme_block
+    from tiedlm_lib.paper.claims import read_ledger
+    from tiedlm_lib.paper.findings import FINDINGS_BEGIN, FINDINGS_END, readme_block
 
     readme = (ROOT / "README.md").read_text()
     assert readme.startswith("# tiedlm\n\n**tiedlm** is the executable companion")

@@ -18,9 +18,9 @@ import pytest
 import torch
 
 from tiedlm_lib import experiment
-from tiedlm_lib.checkpoint import CheckpointError, load_checkpoint, load_model
-from tiedlm_lib.experiments import get_run, is_complete, run_dir
-from tiedlm_lib.training import CKPT, FINAL, train
+from tiedlm_lib.model.checkpoint import CheckpointError, load_checkpoint, load_model
+from tiedlm_lib.runs import get_run, is_complete, run_dir
+from tiedlm_lib.training.loop import CKPT, FINAL, train
 
 OVERRIDES = {"train.steps": 14, "train.checkpoint_every": 3, "train.log_every": 1}
 
@@ -31,9 +31,9 @@ OVERRIDES = {"train.steps": 14, "train.checkpoint_every": 3, "train.log_every": 
 CHILD = textwrap.dedent("""
     import json, os, signal, sys, time
     import torch
-    import tiedlm_lib.checkpoint as ck
-    import tiedlm_lib.training as tr
-    from tiedlm_lib.experiments import get_run
+    import tiedlm_lib.model.checkpoint as ck
+    import tiedlm_lib.training.loop as tr
+    from tiedlm_lib.runs import get_run
 
     torch.set_num_threads(1)
     kill_at, kill_in_save = int(os.environ.get("KILL_AT", 0)), int(os.environ.get("KILL_IN_SAVE", 0))
@@ -187,8 +187,8 @@ def _write(tmp: Path, name: str, data: bytes) -> str:
 
 
 def _corpus(path: str):
-    from tiedlm_lib.config import DataConfig
     from tiedlm_lib.data import prepare_corpus
+    from tiedlm_lib.model.config import DataConfig
 
     return prepare_corpus(DataConfig(corpus=path, vocab_size=320, seq_len=64))
 
@@ -214,7 +214,7 @@ def _train_cfg(**kw):
 
 
 def _report(scale="smoke", seeds=(0,)):
-    from tiedlm_lib.report import Report
+    from tiedlm_lib.paper.report import Report
 
     return Report("00_test", scale, seeds=seeds)
 

@@ -7,8 +7,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from tiedlm_lib import registry, scale_card
-from tiedlm_lib.model import TiedLM
+from tiedlm_lib.model.tied import TiedLM
+from tiedlm_lib.paper import scale_card
+from tiedlm_lib.runs import registry
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -7,10 +7,10 @@ import pytest
 import torch
 from conftest import tiny_model
 
-from tiedlm_lib.generate import SamplingConfig, distribution, generate
-from tiedlm_lib.lens import ProbeSpec, collect_states, fit_probe
-from tiedlm_lib.schedules import plan
-from tiedlm_lib.speculative import generate as spec_generate
+from tiedlm_lib.depth.generate import SamplingConfig, distribution, generate
+from tiedlm_lib.depth.readout import ProbeSpec, collect_states, fit_probe
+from tiedlm_lib.depth.speculative import generate as spec_generate
+from tiedlm_lib.model.schedules import plan
 
 GREEDY = SamplingConfig(top_k=1, top_p=None, repetition_penalty=1.0)
 LAYOUTS = ["S A*6 S", "S S A*8 S S", "S A*4 S B*4 S", "S A*3 B*3 C*3 S", "S A*4 B*4"]
@@ -90,8 +90,8 @@ def test_a_draft_probe_changes_acceptance_never_the_output(placement, form):
     assert got == want == plain
     assert info.drafted > 0 and info0.drafted > 0
     # the draft reads out through the probe, exactly as the probe's own readout does
-    from tiedlm_lib.lens import Readout
-    from tiedlm_lib.speculative import _Stack
+    from tiedlm_lib.depth.readout import Readout
+    from tiedlm_lib.depth.speculative import _Stack
 
     stack = _Stack(m, 2, fitted)
     x = torch.tensor([prompt])
@@ -159,7 +159,7 @@ def test_sampling_follows_the_full_models_distribution(cfg, seed, std):
 
 
 def test_the_benchmark_baseline_is_plain_greedy_decoding():
-    from tiedlm_lib.speculative import benchmark, plain_greedy
+    from tiedlm_lib.depth.speculative import benchmark, plain_greedy
 
     m = tiny_model("S A*4 S", seq=40, dtype=torch.float64)
     prompts = [_prompt(5, seed=s) for s in range(3)]
@@ -175,8 +175,8 @@ def test_the_benchmark_alternates_plain_and_speculative_calls_and_keeps_the_fast
     and the fastest of each side is kept (a slow first call does not count)."""
     import time as _time
 
-    from tiedlm_lib import speculative
-    from tiedlm_lib.speculative import SpeculativeInfo
+    from tiedlm_lib.depth import speculative
+    from tiedlm_lib.depth.speculative import SpeculativeInfo
 
     calls = []
 
@@ -238,7 +238,7 @@ def test_twenty_prompts_per_paper_layout_at_smoke_size(name):
 
 def test_cache_rollback_is_the_cache_of_the_shorter_sequence():
     """Rolled back to n positions, every per-application KV slot continues exactly as if only n had been seen."""
-    from tiedlm_lib.speculative import _truncate
+    from tiedlm_lib.depth.speculative import _truncate
 
     m = tiny_model("S A*3 S B*2 S", seq=24, dtype=torch.float64)
     x = torch.tensor([_prompt(14)])
@@ -259,7 +259,7 @@ def _row(model, d, L, s, lo, hi, acc=0.5, calls=0.7):
 
 
 def test_the_readme_block_takes_each_models_best_configuration_and_words_from_its_numbers():
-    from tiedlm_lib.speculative import readme_markdown
+    from tiedlm_lib.depth.speculative import readme_markdown
 
     rows = [_row("multi", 1, 2, 1.10, 1.05, 1.15), _row("multi", 1, 4, 1.20, 1.10, 1.30, acc=0.51, calls=0.68),
             _row("single", 8, 2, 0.90, 0.85, 0.95)]
@@ -287,7 +287,7 @@ def test_the_readme_block_takes_each_models_best_configuration_and_words_from_it
 
 
 def test_the_call_bound_direction_comes_from_the_measured_interval():
-    from tiedlm_lib.speculative import call_bound_phrase
+    from tiedlm_lib.depth.speculative import call_bound_phrase
 
     # calls 0.5 of plain's: the bound is 2×
     assert call_bound_phrase(1.2, 1.4, 0.5).startswith("falls short of it")

@@ -1,16 +1,9 @@
 import numpy as np
 import pytest
 
-from tiedlm_lib.analysis import monotone_nonincreasing, saturation_depth, sweep_depths, uniform_at
-from tiedlm_lib.evaluation import DepthStats, NLLStats
-from tiedlm_lib.stats import (
-    bootstrap_indices,
-    group_diff,
-    interpolate,
-    mean_ci,
-    paired_diff,
-    value,
-)
+from tiedlm_lib.evaluation.analysis import monotone_nonincreasing, saturation_depth, sweep_depths, uniform_at
+from tiedlm_lib.evaluation.nll import DepthStats
+from tiedlm_lib.stats.bootstrap import NLLStats, bootstrap_indices, group_diff, interpolate, mean_ci, paired_diff, value
 
 
 def _stats(seed=0, n=40, shift=0.0):
@@ -55,7 +48,7 @@ def test_bootstrap_is_seeded_and_shared():
 def test_the_chunked_resample_is_the_one_big_draw_and_its_sums_are_exact(monkeypatch):
     """A Resample generated a few replicates at a time holds the same indices as one (n_boot, n_docs) draw from
     default_rng(seed), and its per-replicate sums equal the explicit index sums; the NLL replicates follow."""
-    import tiedlm_lib.stats as st
+    import tiedlm_lib.stats.bootstrap as st
 
     monkeypatch.setattr(st, "CHUNK_INDICES", 50)  # 5 replicates of 10 documents per chunk
     r = bootstrap_indices(10, 23, seed=7)
@@ -128,7 +121,7 @@ def test_group_diff_compares_two_groups_of_one_draw():
 def test_kendall_tau_b_matches_scipy_with_ties():
     from scipy.stats import kendalltau
 
-    from tiedlm_lib.benchmark import kendall_tau
+    from tiedlm_lib.evaluation.suffix_benchmark import kendall_tau
 
     rng = np.random.default_rng(0)
     for _ in range(20):
@@ -148,7 +141,7 @@ def _depth_stats(seed=0, n_docs=30, T=6):
 
 
 def test_depth_gap_is_shallow_minus_deep_against_a_hand_computation():
-    from tiedlm_lib.analysis import depth_gap
+    from tiedlm_lib.evaluation.analysis import depth_gap
 
     st = _depth_stats()
     by_hand = [float((st.ce[j] * st.real).sum() / st.real.sum()) for j in (0, 2)]  # token means over real targets
@@ -160,8 +153,8 @@ def test_depth_gap_is_shallow_minus_deep_against_a_hand_computation():
 
 
 def test_exit_vs_uniform_is_exit_minus_uniform_at_the_same_average_depth():
-    from tiedlm_lib.analysis import exit_vs_uniform
-    from tiedlm_lib.evaluation import exit_nll
+    from tiedlm_lib.evaluation.analysis import exit_vs_uniform
+    from tiedlm_lib.evaluation.nll import exit_nll
 
     st = _depth_stats(1)
     for fb in ("paper", "final"):
@@ -176,7 +169,7 @@ def test_exit_vs_uniform_is_exit_minus_uniform_at_the_same_average_depth():
 
 
 def test_selection_split_is_disjoint_whole_documents_and_the_same_for_the_same_documents():
-    from tiedlm_lib.analysis import selection_split
+    from tiedlm_lib.evaluation.analysis import selection_split
 
     docs = np.repeat(np.arange(50), 2)  # two rows per document
     sel, est = selection_split(docs)
@@ -222,7 +215,7 @@ def test_choosing_the_best_depth_on_a_selection_half_keeps_the_cost_interval_at_
     """Why A6–A8 choose on the selection documents (docs/statistics.md §9, amendment 9): with the best depth chosen
     on the same documents the interval is built on, the minimum is biased low and the nominal 95% interval of
     NLL(1) − min_k NLL(k) covers 0.87 here; chosen on a disjoint half and estimated on the other, 0.937."""
-    from tiedlm_lib.analysis import selection_split
+    from tiedlm_lib.evaluation.analysis import selection_split
 
     in_sample, split = [], []
     for s in range(300):
@@ -238,7 +231,7 @@ def test_choosing_the_best_depth_on_a_selection_half_keeps_the_cost_interval_at_
 
 
 def test_percentile_leaves_out_a_few_undefined_replicates_and_refuses_many():
-    from tiedlm_lib.stats import percentile
+    from tiedlm_lib.stats.bootstrap import percentile
 
     reps = np.linspace(0, 1, 1000)
     few = reps.copy()
@@ -262,9 +255,9 @@ def test_heldout_gives_every_held_out_document_once_or_the_papers_draws_and_held
     import torch
 
     from tiedlm_lib import experiment
-    from tiedlm_lib.analysis import heldout, heldout_scores
-    from tiedlm_lib.evaluation import evaluate_nll
-    from tiedlm_lib.model import TiedLM
+    from tiedlm_lib.evaluation.analysis import heldout, heldout_scores
+    from tiedlm_lib.evaluation.nll import evaluate_nll
+    from tiedlm_lib.model.tied import TiedLM
 
     cfg = experiment("v3", "smoke")
     docs = np.concatenate([b.doc_index.numpy() for b in heldout(cfg)()])
@@ -282,8 +275,8 @@ def test_heldout_gives_every_held_out_document_once_or_the_papers_draws_and_held
 
 
 def test_assert_direction_passes_the_named_direction_and_fails_a_flipped_one():
-    from tiedlm_lib.analysis import assert_direction
-    from tiedlm_lib.stats import Estimate
+    from tiedlm_lib.evaluation.analysis import assert_direction
+    from tiedlm_lib.stats.bootstrap import Estimate
 
     a, b = {0: 2.5, 1: 2.7}, {0: 2.4, 1: 2.9}
     good = {s: Estimate(a[s] - b[s], a[s] - b[s] - 0.1, a[s] - b[s] + 0.1) for s in a}

@@ -1,7 +1,7 @@
 """What a scale can test, from the ledger: each outcome of the rule on hand-made entries, what would change a
 decided verdict, the seeds that would decide an undecided one by its cheapest route, and the scale's own limits."""
 
-from tiedlm_lib import testability as T
+from tiedlm_lib.paper import testability as T
 
 SCALE_LIMITS = T.SCALE_LIMITS
 COL = "what would change or decide it"

@@ -8,8 +8,8 @@ import torch.nn.functional as F
 from conftest import tiny_model
 
 from tiedlm_lib import RunConfig, TrainConfig, experiment, train
-from tiedlm_lib.checkpoint import CheckpointError, load_model
-from tiedlm_lib.training import NonFiniteLossError, lm_loss, lr_at, supervised_loss
+from tiedlm_lib.model.checkpoint import CheckpointError, load_model
+from tiedlm_lib.training.loop import NonFiniteLossError, lm_loss, lr_at, supervised_loss
 
 
 def _batch(vocab=37, B=3, T=12, seed=1):
@@ -150,7 +150,7 @@ def test_kept_weights_are_the_weights_of_a_run_stopped_there_and_survive_a_resum
     """keep_weights_at: the weights after step 4 equal those of the same run interrupted after 4 steps (same
     schedule, same batches), a resume across a kept step keeps it once, and the kept steps are part of the run's
     identity (the fingerprint) while bad steps are refused by name."""
-    from tiedlm_lib.training import kept_weights_name
+    from tiedlm_lib.training.loop import kept_weights_name
 
     run = _smoke(steps=10, checkpoint_every=3, keep_weights_at=(4, 7))
     full = train(run, tmp_path / "a", smoke_corpus, progress=False)
@@ -197,7 +197,7 @@ def test_a_corrupted_checkpoint_is_refused(tmp_path, smoke_corpus):
 
 
 def test_nonfinite_losses_are_skipped_then_stop_the_run(tmp_path, smoke_corpus, monkeypatch):
-    import tiedlm_lib.training as tr
+    import tiedlm_lib.training.loop as tr
 
     real = tr.supervised_loss
     calls = {"n": 0}
@@ -310,7 +310,7 @@ def test_train_step_applies_the_schedule_clipping_and_weight_decay_as_a_hand_ste
     the gradients clipped by their global norm, the decay decoupled (p ← p − lr·wd·p)."""
     import copy
 
-    from tiedlm_lib.training import build, make_stream, train_step
+    from tiedlm_lib.training.loop import build, make_stream, train_step
 
     run = _smoke(steps=10, warmup=2, clip=0.05, weight_decay=0.1, lr=3e-3, lr_min=3e-4)
     cfg = run.train
@@ -362,7 +362,7 @@ def test_train_step_applies_the_schedule_clipping_and_weight_decay_as_a_hand_ste
 
 
 def test_a_finite_loss_with_non_finite_gradients_is_skipped(smoke_corpus):
-    from tiedlm_lib.training import build, make_stream, train_step
+    from tiedlm_lib.training.loop import build, make_stream, train_step
 
     run = _smoke(steps=4)
     model, opt = build(run, torch.device("cpu"))
@@ -398,7 +398,7 @@ def test_bf16_autocast_path_matches_float32_within_bf16_rounding():
     float32 (bf16 keeps 8 bits of mantissa: ~0.4% a rounding, on a loss near 4.8), yet not equal to it (the
     autocast path ran), and its gradient points the same way (cosine > 0.99). The model is trained first: at
     initialisation the logits are so near uniform that both losses are ln V to float32 precision."""
-    from tiedlm_lib.training import _autocast
+    from tiedlm_lib.training.loop import _autocast
 
     cfg = experiment("v3", "smoke")
     model = train(cfg, None, progress=False).model
@@ -426,7 +426,7 @@ def test_bf16_autocast_path_matches_float32_within_bf16_rounding():
     ({"final_loss": 2.0, "skipped_steps": 3}, "complete"),  # recovered skipped steps do not change the status
 ])
 def test_training_status_reads_the_log_as_statistics_amendment_15_says(result, want):
-    from tiedlm_lib.runs import training_status
+    from tiedlm_lib.runs.cache import training_status
 
     assert training_status(result, 512) == want
     assert training_status(result, 512, max_nonfinite=3) == want  # within the config's tolerance: the same
@@ -435,7 +435,7 @@ def test_training_status_reads_the_log_as_statistics_amendment_15_says(result, w
 def test_a_run_resumed_past_its_stop_stays_stopped():
     """More skipped steps than the config tolerates means training raised once; resuming it from the checkpoint to
     the end does not make it complete (amendment 15)."""
-    from tiedlm_lib.runs import training_status
+    from tiedlm_lib.runs.cache import training_status
 
     resumed = {"final_loss": 2.0, "skipped_steps": 101}
     assert training_status(resumed, 512, max_nonfinite=100) == "stopped"
@@ -444,7 +444,7 @@ def test_a_run_resumed_past_its_stop_stays_stopped():
 
 
 def test_training_status_refuses_bad_input():
-    from tiedlm_lib.runs import training_status
+    from tiedlm_lib.runs.cache import training_status
 
     with pytest.raises(ValueError, match="final_loss"):
         training_status({"steps": 10}, 512)

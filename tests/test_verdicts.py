@@ -1,13 +1,13 @@
-"""Every claim's specification (tiedlm_lib.verdicts) reaches every outcome it can return under the pre-registered
+"""Every claim's specification (tiedlm_lib.paper.verdicts) reaches every outcome it can return under the pre-registered
 seed-level rule, on synthetic per-seed estimates whose pooled intervals are worked out in the comments."""
 
 import math
 
 import pytest
 
-from tiedlm_lib import verdicts as V
-from tiedlm_lib.claims import validate_entry
-from tiedlm_lib.stats import Estimate
+from tiedlm_lib.paper import verdicts as V
+from tiedlm_lib.paper.claims import validate_entry
+from tiedlm_lib.stats.bootstrap import Estimate
 
 
 def E(point, lo, hi):
@@ -199,7 +199,7 @@ def test_a5_pools_the_saturation_depths():
     e = V.quantised(3, 1.0)
     assert e.hi - e.lo == pytest.approx(2 * 1.959963984540054 * math.sqrt(1 / 6))
     assert V.quantised(3, 2.0).hi - V.quantised(3, 2.0).lo == pytest.approx(2 * (e.hi - e.lo))
-    from tiedlm_lib import inference
+    from tiedlm_lib.stats import inference
     pooled = inference.pool([e] * 5)
     # pooled as §1's shared-document term (not averaged down over seeds): conservative for independent rounding
     assert pooled.hi - pooled.lo == pytest.approx(e.hi - e.lo) and pooled.point == 3
@@ -516,7 +516,7 @@ def test_every_preregistered_rule_flips_at_its_boundary_on_both_sides():
     each side of each boundary the row implies (written here from the row's threshold t, SESOI d and side s, not
     from Rule.boundaries) gets the verdict docs/statistics.md §2 gives it. A threshold, SESOI or side read wrongly
     moves a boundary and fails here."""
-    from tiedlm_lib.inference import read_spec
+    from tiedlm_lib.stats.inference import read_spec
 
     checked = 0
 
@@ -564,7 +564,7 @@ def test_ratio_keeps_the_document_error_by_the_delta_method():
     interval of a / b matches the simulated ratio's 2.5-97.5% range to a few percent; b's point 0 is undefined."""
     import numpy as np
 
-    from tiedlm_lib.stats import Estimate
+    from tiedlm_lib.stats.bootstrap import Estimate
 
     z = 1.959963984540054
     a, b = Estimate(0.6, 0.6 - z * 0.02, 0.6 + z * 0.02), Estimate(1.5, 1.5 - z * 0.03, 1.5 + z * 0.03)
@@ -591,7 +591,7 @@ CHECKS = {"A18": set(V.CHECK), "B6": set(V.CHECK)}
 
 def _with_csv(monkeypatch, edit):
     """Read the claims through a preregistered.csv changed by ``edit(rows)``."""
-    from tiedlm_lib import inference as inf
+    from tiedlm_lib.stats import inference as inf
 
     rows = [dict(r) for r in inf.read_spec()]
     edit(rows)
@@ -641,7 +641,7 @@ def test_a9_is_shown_under_section_3s_sesoi_beside_its_recorded_margin():
 
 
 def test_the_seeds_to_decide_cover_every_route_and_take_the_cheapest():
-    from tiedlm_lib import inference as inf
+    from tiedlm_lib.stats import inference as inf
 
     up = inf.Rule("superiority", 0.05, side=1)
     near = [E(x, x - 0.01, x + 0.01) for x in (0.02, 0.12, -0.05, 0.10, 0.06)]  # mean +0.05 above 0, spread wide

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from tiedlm_lib import verify as V
+from tiedlm_lib.paper import verify as V
 
 SEC = "04_tradeoff"
 
@@ -137,7 +137,7 @@ def test_bad_requests_get_clear_errors(tmp_path):
 def test_a_smoke_section_executed_twice_verifies(tmp_path):
     """The whole path at smoke: a section executed into one folder as 'committed', then verified from a second
     execution; a number changed in the committed copy is then reported by name."""
-    from tiedlm_lib import paper
+    from tiedlm_lib.paper import execute as paper
 
     sec = "01_architecture"
     paper.execute("smoke", only=[sec], into=tmp_path / "first", log=lambda *a: None)
@@ -159,7 +159,7 @@ def test_execute_into_a_scratch_folder_single_threaded_at_one_job(tmp_path):
     section at a time (the thread count every committed cpu number was computed with)."""
     import nbformat
 
-    from tiedlm_lib.paper import execute
+    from tiedlm_lib.paper.execute import execute
 
     (tmp_path / "notebooks").mkdir()
     nb = nbformat.v4.new_notebook(cells=[

@@ -18,17 +18,17 @@ import os
 import sys
 import time
 
-from .analysis import depth_grid
-from .atomic import atomic_write_text
-from .checkpoint import CheckpointError
-from .data import eval_batches, prepare_corpus
-from .distributed import rank_world
-from .evaluation import depth_stats, evaluate_nll, maxprob_exit
-from .experiments import EXPERIMENTS, SCALES, experiment, get_run, is_complete, paper_config, run_dir
-from .model import TiedLM
-from .registry import notebook_runs, section_runs
-from .runs import cache_status
-from .training import TrainingInterrupted
+from tiedlm_lib.data import eval_batches, prepare_corpus
+from tiedlm_lib.evaluation.analysis import depth_grid
+from tiedlm_lib.evaluation.nll import depth_stats, evaluate_nll, maxprob_exit
+from tiedlm_lib.model.checkpoint import CheckpointError
+from tiedlm_lib.model.tied import TiedLM
+from tiedlm_lib.runs import EXPERIMENTS, SCALES, experiment, get_run, is_complete, paper_config, run_dir
+from tiedlm_lib.runs.cache import cache_status
+from tiedlm_lib.runs.registry import notebook_runs, section_runs
+from tiedlm_lib.store.atomic import atomic_write_text
+from tiedlm_lib.training.distributed import rank_world
+from tiedlm_lib.training.loop import TrainingInterrupted
 
 
 def _parse_set(items: list[str]) -> dict:
@@ -245,8 +245,8 @@ def cmd_eval(args) -> None:
 
 def _dcp_arguments(args) -> tuple[list[str], list[str], list[str] | None]:
     """The dcp command's arguments checked before any model loads: (folders, probes, schedules or None)."""
-    from .lens import ProbeSpec
-    from .schedules import SCHEDULE_NAMES
+    from tiedlm_lib.depth.readout import ProbeSpec
+    from tiedlm_lib.model.schedules import SCHEDULE_NAMES
 
     folders = [f.strip() for f in args.model.split(",") if f.strip()]
     if not folders:
@@ -269,11 +269,11 @@ def _dcp_arguments(args) -> tuple[list[str], list[str], list[str] | None]:
 
 
 def cmd_dcp(args) -> None:
-    """The Depth Control Protocol on local Hugging Face checkpoints (``tiedlm_lib.protocol``)."""
+    """The Depth Control Protocol on local Hugging Face checkpoints (``tiedlm_lib.hub.protocol``)."""
     import torch
     from tqdm.auto import tqdm
 
-    from . import protocol
+    from tiedlm_lib.hub import protocol
 
     folders, probes, schedules = _dcp_arguments(args)
     protocol.check_checkpoints(folders, args.allow_network)
@@ -335,7 +335,7 @@ def _add_dcp_parser(sub) -> None:
     sp.add_argument("--allow-network", action="store_true", help="let --model name a hub id (downloads it)")
     sp.add_argument("--no-retie", action="store_true", help="keep consecutive layers of exactly equal weights as "
                     "separate layers (by default they are one shared module: a looped model saved by "
-                    "tiedlm_lib.hf.save_untied)")
+                    "tiedlm_lib.hub.adapter.save_untied)")
     sp.set_defaults(fn=cmd_dcp)
 
 

@@ -26,9 +26,9 @@ import torch
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 from tqdm.auto import tqdm
 
-from .atomic import atomic_write, atomic_write_text
-from .config import DataConfig
-from .paths import cache_dir, setup_hf_home
+from tiedlm_lib.model.config import DataConfig
+from tiedlm_lib.paths import cache_dir, setup_hf_home
+from tiedlm_lib.store.atomic import atomic_write, atomic_write_text
 
 setup_hf_home()
 import datasets  # noqa: E402  (after HF_HOME is set)

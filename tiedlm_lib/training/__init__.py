@@ -1,0 +1,1 @@
+"""Training: the loop (``loop``), SFT (``sft``) and the distributed launch (``distributed``)."""

@@ -36,15 +36,15 @@ MUTATIONS += [
     ("A3 threshold halved", "tiedlm_lib/preregistered.csv",
      A3_ROW + "1,", A3_ROW + "0.5,",
      "tests/test_verdicts.py -k a3"),
-    ("A3 'only K lands' conjunct dropped", "tiedlm_lib/paper/verdicts.py",
-     """    parts = (Parts("A3").add("shallow depths useless", {"ln V - best NLL(k <= K/2)": _pts(shallow)})
-             .add("only K lands", {"ln V - NLL(K)": _pts(deep)}))""",
-     """    parts = Parts("A3").add("shallow depths useless", {"ln V - best NLL(k <= K/2)": _pts(shallow)})""",
+    ("A3 'only K lands' conjunct dropped", "tiedlm_lib/paper/verdicts/gradients.py",
+     """    parts = (Parts("A3").add("shallow depths useless", {"ln V - best NLL(k <= K/2)": pts(shallow)})
+             .add("only K lands", {"ln V - NLL(K)": pts(deep)}))""",
+     """    parts = Parts("A3").add("shallow depths useless", {"ln V - best NLL(k <= K/2)": pts(shallow)})""",
      "tests/test_verdicts.py -k a3"),
-    ("A3 'shallow useless' conjunct dropped", "tiedlm_lib/paper/verdicts.py",
-     """    parts = (Parts("A3").add("shallow depths useless", {"ln V - best NLL(k <= K/2)": _pts(shallow)})
-             .add("only K lands", {"ln V - NLL(K)": _pts(deep)}))""",
-     """    parts = Parts("A3").add("only K lands", {"ln V - NLL(K)": _pts(deep)})""",
+    ("A3 'shallow useless' conjunct dropped", "tiedlm_lib/paper/verdicts/gradients.py",
+     """    parts = (Parts("A3").add("shallow depths useless", {"ln V - best NLL(k <= K/2)": pts(shallow)})
+             .add("only K lands", {"ln V - NLL(K)": pts(deep)}))""",
+     """    parts = Parts("A3").add("only K lands", {"ln V - NLL(K)": pts(deep)})""",
      "tests/test_verdicts.py -k a3"),
 ]
 only = sys.argv[1:]

@@ -84,7 +84,7 @@ def _unit(ledger: dict[str, Any], f: Finding) -> tuple[dict[str, Any], dict[str,
 def where(block: dict[str, Any]) -> str:
     """Where a unit's pooled interval lies against what decides it, in words: the threshold (and ±SESOI) for a
     superiority rule (``verdicts.side``), ±SESOI for equivalence, the margin for non-inferiority."""
-    from tiedlm_lib.paper.verdicts import side
+    from tiedlm_lib.paper.judging import side
 
     t, d = block.get("threshold", 0.0), block.get("sesoi")
     if "threshold" not in block or d is None:

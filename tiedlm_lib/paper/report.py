@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from tiedlm_lib.paper import claims as _claims
-from tiedlm_lib.paper.verdicts import Judgement, spread_lines
+from tiedlm_lib.paper.judging import Judgement, spread_lines
 from tiedlm_lib.paths import project_root, runs_dir
 from tiedlm_lib.runs import check_seeds, get_scale
 from tiedlm_lib.runs import extended_seeds as extended_seeds_of

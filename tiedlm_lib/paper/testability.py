@@ -57,7 +57,7 @@ def _to_decide(units: dict[str, dict[str, Any]]) -> str:
     over its undecided units' routes, docs/statistics.md amendment 18). A ledger written before the routes were
     recorded gives the seeds that would clear the threshold at the distance observed, and says the other routes are
     not in it."""
-    from tiedlm_lib.paper.verdicts import seeds_to_decide
+    from tiedlm_lib.paper.judging import seeds_to_decide
 
     open_units = {u: p for u, p in units.items() if p.get("verdict") == "inconclusive"}
     if open_units and all("seeds to decide, by route" in p for p in open_units.values()):

@@ -309,6 +309,27 @@ def cmd_dcp(args) -> None:
     print(f"written {len(paths)} files under {args.out}")
 
 
+def cmd_export_hf(args) -> None:
+    """A shipped or cached run as a transformers folder (``tiedlm_lib.hub.export``)."""
+    from tiedlm_lib.hub.export import export_run
+
+    out = export_run(args.run, args.seed, args.scale, args.out, root=args.runs)
+    print(f"exported {args.run} (seed {args.seed}, {args.scale}) to {out}: load it with\n"
+          f"  AutoModelForCausalLM.from_pretrained({str(out)!r}, trust_remote_code=True)\n"
+          "and run a depth with model(input_ids, depth=k) or model.generate(input_ids, depth=k)")
+
+
+def _add_export_parser(sub) -> None:
+    sp = sub.add_parser("export-hf", help="a trained run as a transformers folder (AutoModelForCausalLM with "
+                        "trust_remote_code; depth=k at call time)")
+    sp.add_argument("--run", required=True, help="experiment name, e.g. v3 (see 'list')")
+    sp.add_argument("--seed", type=int, default=0)
+    sp.add_argument("--scale", default="cpu", help="smoke | cpu | paper (default cpu)")
+    sp.add_argument("--out", required=True, help="a new (or empty) folder to write")
+    sp.add_argument("--runs", default=None, help="runs cache directory (default ./runs or $TIEDLM_RUNS)")
+    sp.set_defaults(fn=cmd_export_hf)
+
+
 def _add_dcp_parser(sub) -> None:
     sp = sub.add_parser("dcp", help="the Depth Control Protocol on your own Hugging Face checkpoint(s)")
     sp.add_argument("--model", required=True, help="a save_pretrained folder, or several separated by commas "
@@ -383,11 +404,12 @@ def main(argv: list[str] | None = None) -> int:
                         "torchrun: one GPU per process)")
     sp.set_defaults(fn=cmd_train_all)
     _add_dcp_parser(sub)
+    _add_export_parser(sub)
     args = p.parse_args(argv)
 
     try:
         args.fn(args)
-    except (ValueError, FileNotFoundError, CheckpointError, ImportError) as e:
+    except (ValueError, FileNotFoundError, FileExistsError, CheckpointError, ImportError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
     except TrainingInterrupted as e:

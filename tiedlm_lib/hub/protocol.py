@@ -47,6 +47,7 @@ import pandas as pd
 from tiedlm_lib.data import TokenDocs, _jsonl_objects, eval_batches
 from tiedlm_lib.depth import dcp
 from tiedlm_lib.depth.readout import share_interval
+from tiedlm_lib.hub.export import is_export
 from tiedlm_lib.model.schedules import REPEAT_ON_DENSE, SCHEDULE_NAMES, budget
 from tiedlm_lib.stats import inference
 from tiedlm_lib.stats.bootstrap import Estimate, value
@@ -68,8 +69,11 @@ def load_hf(folder: str | Path, allow_network: bool = False, device: str = "cpu"
     import torch
 
     from tiedlm_lib.hub.adapter import HFDepthModel, tie_repeated_layers
+    from tiedlm_lib.hub.export import load_export
 
     check_checkpoints([str(folder)], allow_network)
+    if is_export(folder):  # a tied model exported by this library: its own looped code, its own token ids
+        return load_export(folder, device)
     local = not allow_network
     try:
         model = transformers.AutoModelForCausalLM.from_pretrained(str(folder), local_files_only=local,
@@ -107,7 +111,8 @@ def check_checkpoints(folders: Sequence[str], allow_network: bool = False) -> No
                                     "to download a hub id pass --allow-network")
         if not (path / "config.json").is_file():
             raise FileNotFoundError(f"--model {f!r} has no config.json: expected a save_pretrained folder")
-        c = transformers.AutoConfig.from_pretrained(str(path), local_files_only=True)
+        c = transformers.AutoConfig.from_pretrained(str(path), local_files_only=True,
+                                                   trust_remote_code=is_export(path))
         keys[f] = (type(c).__name__, c.vocab_size, getattr(c, "num_hidden_layers", None))
     if len(set(keys.values())) > 1:
         raise ValueError("the checkpoints to pool differ in architecture (class, vocabulary, layers): "
@@ -124,8 +129,10 @@ def check_same_tokens(folders: Sequence[str], texts: Sequence[str], allow_networ
 
     def ids(folder: str) -> list[list[int]]:
         local = not allow_network
-        tok = transformers.AutoTokenizer.from_pretrained(str(folder), local_files_only=local)
-        cfg = transformers.AutoConfig.from_pretrained(str(folder), local_files_only=local)
+        tok = transformers.AutoTokenizer.from_pretrained(str(folder), local_files_only=local,
+                                                        trust_remote_code=is_export(folder))
+        cfg = transformers.AutoConfig.from_pretrained(str(folder), local_files_only=local,
+                                                     trust_remote_code=is_export(folder))
         offset = getattr(cfg, "tiedlm_token_offset", 1)
         return [[x + offset for x in tok(t)["input_ids"]] for t in texts]
 

@@ -188,6 +188,21 @@ def test_the_default_device_and_the_refusal_to_train_the_paper_scale_on_a_cpu(mo
     assert devices.default_device() == "cuda:1" and devices.default_device("cpu") == "cpu"
     monkeypatch.setenv("TIEDLM_MINIMIND", str(tmp_path / "minimind.jsonl"))
     monkeypatch.delenv("TIEDLM_ALLOW_CPU_PAPER", raising=False)
-    with pytest.raises(RuntimeError, match=r"paper-scale run, 3,000 steps: about .* GPU hours on one GPU"):
-        get_run("v3", "paper", root=tmp_path, device="cpu")
+    with pytest.raises(ValueError, match=r"paper-scale run, 3,000 steps: about \d+ GPU minutes? on one GPU"):
+        get_run("v3", "paper", root=tmp_path, device="cpu")  # v3's 3,000 steps: minutes, not "about 0.0 GPU hours"
     assert not list(tmp_path.glob("paper/*/model.safetensors"))  # refused before anything was written
+
+
+def test_the_gpu_time_reads_in_minutes_under_an_hour_and_the_command_line_refuses_in_one_line(
+        monkeypatch, tmp_path, capsys):
+    from tiedlm_lib.__main__ import main
+    from tiedlm_lib.runs.cache import gpu_time_words
+
+    assert gpu_time_words(0.004) == "about 1 GPU minute" and gpu_time_words(0.5) == "about 30 GPU minutes"
+    assert gpu_time_words(2.25) == "about 2.2 GPU hours"
+    monkeypatch.setenv("TIEDLM_MINIMIND", str(tmp_path / "minimind.jsonl"))
+    monkeypatch.delenv("TIEDLM_ALLOW_CPU_PAPER", raising=False)
+    assert main(["train", "v3", "--scale", "paper", "--runs", str(tmp_path), "--device", "cpu"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: run v3 (seed 0) is a paper-scale run") and "Traceback" not in err
+    assert len(err.strip().splitlines()) == 1

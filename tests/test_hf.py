@@ -540,3 +540,74 @@ def test_the_dense_control_folder_is_a_checkpoint_the_command_reads(tmp_path, mo
                  "32", "--ks", "2", "--probes", "head/temperature", "--out", str(out), "--device", "cpu"]) == 0
     cond = pd.read_csv(out / "conditions.csv")
     assert (cond["raw NLL"] < 6.5).all()  # trained on this corpus's ids (ln 320 = 5.77 is uniform; shifted ids: worse)
+
+
+def test_a_depth_upscaled_dense_model_stays_dense_unless_asked_and_an_unknown_family_is_refused_unloaded(tmp_path):
+    """Re-tying equal consecutive layers only for a checkpoint marked looped (save_untied, export-hf) or with
+    --retie: a dense model whose layer was duplicated (depth up-scaling) is read as the dense model it is."""
+    import json
+
+    from tiedlm_lib.data import kjv_documents
+    from tiedlm_lib.hub import protocol
+
+    _save_checkpoint(tmp_path / "dense", 0, kjv_documents()[:30])
+    m = transformers.LlamaForCausalLM.from_pretrained(tmp_path / "dense")
+    layers = m.model.layers
+    m.model.layers = torch.nn.ModuleList([layers[0], layers[1], copy.deepcopy(layers[1]), *layers[2:]])
+    m.config.num_hidden_layers = 7
+    m.save_pretrained(tmp_path / "upscaled")  # equal weights, separate modules: what depth up-scaling writes
+    transformers.AutoTokenizer.from_pretrained(tmp_path / "dense").save_pretrained(tmp_path / "upscaled")
+    assert protocol.load_hf(tmp_path / "upscaled")[0].layout == "S S S S S S S"
+    assert protocol.load_hf(tmp_path / "upscaled", retie=True)[0].layout == "S A*2 S S S S"
+    bert = tmp_path / "bert"
+    bert.mkdir()
+    (bert / "config.json").write_text(json.dumps({"architectures": ["BertForMaskedLM"], "model_type": "bert"}))
+    with pytest.raises(ValueError, match="is a BertForMaskedLM, not a supported family .*nothing was loaded"):
+        protocol.load_hf(bert)  # there are no weights to load: the refusal comes from config.json alone
+
+
+def test_a_bf16_llama_goes_through_the_command_in_bf16_one_checkpoint_in_memory_at_a_time(tmp_path, monkeypatch,
+                                                                                          capsys):
+    """--dtype bfloat16 keeps the weights in bf16 (the probes are fitted on float32 states and logits); the command
+    frees each checkpoint before it loads the next; --seq-len defaults to the model's context (64) where that is
+    shorter than 256; a left-padded batch is refused by name."""
+    import gc
+    import json
+    import weakref
+
+    import pandas as pd
+
+    from tiedlm_lib.__main__ import main
+    from tiedlm_lib.data import kjv_documents
+    from tiedlm_lib.hub import protocol
+
+    texts = kjv_documents()[:20]
+    data = tmp_path / "docs.jsonl"
+    data.write_text("".join(json.dumps({"text": t}) + "\n" for t in texts))
+    folders = [tmp_path / f"ckpt{s}" for s in (0, 1)]
+    for s, f in enumerate(folders):
+        _save_checkpoint(f, s, texts)
+    live, real = [], protocol.load_hf
+
+    def load(*a, **k):
+        gc.collect()
+        assert all(r() is None for r in live), "the previous checkpoint is still in memory"
+        model, tok = real(*a, **k)
+        assert model.dtype == torch.bfloat16
+        live.append(weakref.ref(model))
+        return model, tok
+
+    monkeypatch.setattr(protocol, "load_hf", load)
+    out = tmp_path / "out"
+    assert main(["dcp", "--model", ",".join(map(str, folders)), "--data", str(data), "--n-cal", "8", "--n-boot",
+                 "10", "--ks", "3", "--schedules", "prefix", "--probes", "head/diagonal", "--dtype", "bfloat16",
+                 "--out", str(out), "--device", "cpu"]) == 0
+    assert len(live) == 2 and "64 tokens each, bfloat16" in capsys.readouterr().out
+    cond = pd.read_csv(out / "conditions.csv")
+    assert cond["head/diagonal NLL"].notna().all() and (cond["raw NLL"] > 0).all()
+    assert json.loads((out / "run.json").read_text())["seq_len"] == [64]
+    model, _ = real(folders[0], dtype="bfloat16")
+    x = torch.tensor([[0, 0, 5, 6, 7], [5, 6, 7, 0, 0]])
+    with pytest.raises(ValueError, match="row 0 of the batch has padding .id 0. before a real token"):
+        model.logits(x)
+    assert model.logits(x[1:]).dtype == torch.float32  # right padding is read; logits come back in float32

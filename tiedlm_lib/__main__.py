@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import ast
+import gc
 import json
 import os
 import sys
@@ -258,9 +259,11 @@ def _dcp_arguments(args) -> tuple[list[str], list[str], list[str] | None]:
         ProbeSpec.parse(q)  # a bad name fails before any model loads
     for flag, v, least in (("--seq-len", args.seq_len, 2), ("--batch-size", args.batch_size, 1),
                            ("--n-boot", args.n_boot, 1), ("--n-cal", args.n_cal, 1)):
-        if v < least:
+        if v is not None and v < least:
             raise ValueError(f"{flag} must be at least {least}" + (" (a target needs a token before it)"
                                                                   if flag == "--seq-len" else "") + f", got {v}")
+    if args.retie and args.no_retie:
+        raise ValueError("--retie and --no-retie contradict each other: give at most one")
     schedules = [s.strip() for s in args.schedules.split(",") if s.strip()] or None
     bad = [s for s in schedules or [] if s not in SCHEDULE_NAMES]
     if bad:
@@ -284,22 +287,29 @@ def cmd_dcp(args) -> None:
     device = args.device or os.environ.get("TIEDLM_DEVICE") or ("cuda" if torch.cuda.is_available() else "cpu")
     ks = _ints(args.ks, "--ks") if args.ks else None
     results, tables = [], {}
+    retie = True if args.retie else False if args.no_retie else None  # None: as the checkpoint's mark says
+    seq_lens = set()
     for folder in tqdm(folders, desc="checkpoints", disable=len(folders) == 1):
-        model, tok = protocol.load_hf(folder, args.allow_network, device, retie=not args.no_retie)
-        docs = protocol.tokenize(tok, texts, args.seq_len, model.token_offset)
+        model, tok = protocol.load_hf(folder, args.allow_network, device, retie=retie, dtype=args.dtype)
+        seq_len = args.seq_len or protocol.default_seq_len(model)
+        seq_lens.add(seq_len)
+        docs = protocol.tokenize(tok, texts, seq_len, model.token_offset)
         print(f"{folder}: {type(model.hf).__name__}, layout {model.layout!r}, {len(docs)} documents "
-              f"({args.n_cal} calibration)", flush=True)
+              f"({args.n_cal} calibration), {seq_len} tokens each, {args.dtype}", flush=True)
         res = protocol.run(model, docs, n_cal=args.n_cal, n_eval=args.n_eval, ks=ks, schedules=schedules,
-                           probes=probes, seq_len=args.seq_len, batch_size=args.batch_size, n_boot=args.n_boot,
+                           probes=probes, seq_len=seq_len, batch_size=args.batch_size, n_boot=args.n_boot,
                            seed=args.seed, progress=True)
         results.append(res)
+        model = tok = None  # one checkpoint in memory at a time: this one goes before the next loads
+        gc.collect()
         for name in ("conditions", "shares", "decomposition"):
             tables.setdefault(name, []).extend({"checkpoint": folder, **r} for r in getattr(res, name))
     if len(results) > 1:
         tables["pooled_shares"] = protocol.pooled_shares(results)
     chart = protocol.figure([r for r in tables["conditions"] if r["checkpoint"] == folders[0]], probes)
     meta = {"models": folders, "data": str(args.data), "documents": len(texts), "n_cal": args.n_cal,
-            "n_eval": args.n_eval, "seq_len": args.seq_len, "probes": probes, "n_boot": args.n_boot,
+            "n_eval": args.n_eval, "seq_len": sorted(seq_lens), "dtype": args.dtype, "probes": probes,
+            "n_boot": args.n_boot,
             "seed": args.seed, "device": device,
             "special tokens": "each tokenizer's defaults (paper B's rule: BOS when the tokenizer adds one)"}
     paths = protocol.write(args.out, tables, chart, meta)
@@ -347,16 +357,21 @@ def _add_dcp_parser(sub) -> None:
     sp.add_argument("--n-cal", type=int, default=100, help="calibration documents (default 100)")
     sp.add_argument("--n-eval", type=int, default=None, help="evaluation documents (default: all the others)")
     sp.add_argument("--max-docs", type=int, default=None, help="read at most this many documents")
-    sp.add_argument("--seq-len", type=int, default=256, help="tokens per document (truncated; default 256)")
+    sp.add_argument("--seq-len", type=int, default=None, help="tokens per document (truncated; default 256, or the "
+                    "model's context where that is shorter)")
+    sp.add_argument("--dtype", default="float32", choices=["float32", "bfloat16", "float16", "auto"],
+                    help="the weights' dtype in memory (default float32; auto: the checkpoint's own); the probes are "
+                    "fitted in float32 either way")
     sp.add_argument("--batch-size", type=int, default=8)
     sp.add_argument("--n-boot", type=int, default=2000, help="bootstrap replicates (default 2000)")
     sp.add_argument("--seed", type=int, default=0, help="the calibration/evaluation split and the bootstrap")
     sp.add_argument("--out", default="dcp-out", help="folder for the tables, figure and run.json (default dcp-out)")
     sp.add_argument("--device", default=None, help="cpu or cuda (default: TIEDLM_DEVICE, else cuda when available)")
     sp.add_argument("--allow-network", action="store_true", help="let --model name a hub id (downloads it)")
-    sp.add_argument("--no-retie", action="store_true", help="keep consecutive layers of exactly equal weights as "
-                    "separate layers (by default they are one shared module: a looped model saved by "
-                    "tiedlm_lib.hub.adapter.save_untied)")
+    sp.add_argument("--retie", action="store_true", help="tie consecutive layers of exactly equal weights into one "
+                    "shared module even where the checkpoint is not marked looped (save_untied and export-hf mark "
+                    "theirs; by default an unmarked model stays as saved: a depth-upscaled dense model stays dense)")
+    sp.add_argument("--no-retie", action="store_true", help="keep a checkpoint marked looped as separate layers")
     sp.set_defaults(fn=cmd_dcp)
 
 

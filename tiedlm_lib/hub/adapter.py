@@ -45,6 +45,7 @@ from torch import nn
 from tiedlm_lib.model.schedules import REPEAT_ON_DENSE, REUSE, Plan, check_plan, plan, split_layout
 from tiedlm_lib.model.tied import eval_mode
 
+LOOPED_MARK = "tiedlm_looped"  # a config attribute: this checkpoint's equal consecutive layers are one loop
 PAD_LOGIT = -1e9  # the pad column's logit under token_offset=1: probability 0 (exp underflows), log finite (float16:
 # half its lowest value, -1e9 does not fit)
 
@@ -141,8 +142,10 @@ def tie_repeated_layers(model: nn.Module) -> list[tuple[int, int]]:
 
 def save_untied(model: nn.Module, folder, **kwargs) -> None:
     """``save_pretrained`` of a looped model, every position of the stack with its own copy of its layer for the
-    duration (the weights written once per position; the model is left as it was); ``tie_repeated_layers`` (the
-    dcp command's default) ties them again after loading. ``kwargs`` go to ``save_pretrained``."""
+    duration (the weights written once per position; the model is left as it was), its config marked looped
+    (``LOOPED_MARK``): the dcp command ties the copies again for a marked checkpoint (``tie_repeated_layers``), and
+    for no other unless asked (``--retie``), so a dense model whose layers happen to be equal (a depth-upscaled one)
+    stays dense. ``kwargs`` go to ``save_pretrained``."""
     import copy
 
     fam = _family(model)
@@ -151,10 +154,16 @@ def save_untied(model: nn.Module, folder, **kwargs) -> None:
         own.append(copy.deepcopy(m) if id(m) in seen else m)
         seen.add(id(m))
     _set(model, fam.layers, nn.ModuleList(own))
+    was = getattr(model.config, LOOPED_MARK, None)
+    setattr(model.config, LOOPED_MARK, True)  # the mark by which the loader ties the copies again
     try:
         model.save_pretrained(folder, **kwargs)
     finally:
         _set(model, fam.layers, nn.ModuleList(layers))
+        if was is None:
+            delattr(model.config, LOOPED_MARK)
+        else:
+            setattr(model.config, LOOPED_MARK, was)
 
 
 def _check_stack(model: nn.Module, family: Family, layers: Sequence[nn.Module]) -> None:
@@ -325,6 +334,12 @@ class HFDepthModel(nn.Module):
             raise ValueError(f"token id {int(tokens[bad][0])} is outside the vocabulary [0, {self.vocab_size}) "
                              f"(the model's {self.hf.config.vocab_size} ids shifted by token_offset "
                              f"{self.token_offset})")
+        pad = tokens == 0
+        if (pad[:, :-1] & ~pad[:, 1:]).any():  # a pad before a real token: left or interior padding
+            row = int((pad[:, :-1] & ~pad[:, 1:]).any(1).nonzero()[0])
+            raise ValueError(f"row {row} of the batch has padding (id 0) before a real token: the adapter takes no "
+                             "attention mask, so only right padding is read correctly (real positions never attend "
+                             "to pads after them); pad on the right, or pass one document per row unpadded")
         return (tokens - self.token_offset).clamp_min(0)  # pad (0) becomes a real id at positions nothing scores
 
     # ------------------------------------------------------------------ the DepthModel interface
@@ -366,7 +381,7 @@ class HFDepthModel(nn.Module):
         handle = self.norm().register_forward_hook(hook)
         dummy = torch.zeros(z.shape[:2], dtype=torch.long, device=z.device)  # replaced by z at once
         try:
-            with self._stack([_Inject(z), *(self.blocks[s.name] for s in coda)]):
+            with self._stack([_Inject(z.to(self.dtype)), *(self.blocks[s.name] for s in coda)]):
                 self.hf(dummy, use_cache=False)
         except _Stopped as s:
             return s.value
@@ -374,9 +389,15 @@ class HFDepthModel(nn.Module):
             handle.remove()
         raise RuntimeError(f"{type(self.hf).__name__}'s forward did not reach its final norm {self.family.norm}")
 
+    @property
+    def dtype(self) -> torch.dtype:
+        """The weights' dtype (a bfloat16 or float16 checkpoint is kept in its own dtype)."""
+        return self.hf.get_output_embeddings().weight.dtype
+
     def head(self, h: torch.Tensor) -> torch.Tensor:
-        """(B, T, d) -> (B, T, V + token_offset) logits."""
-        return self._shifted(self.hf.get_output_embeddings()(h))
+        """(B, T, d) -> (B, T, V + token_offset) logits, in float32 whatever the weights' dtype: the head runs in
+        the weights' dtype on a state of any dtype (the probes hand it float32 states)."""
+        return self._shifted(self.hf.get_output_embeddings()(h.to(self.dtype)).float())
 
     def _shifted(self, logits: torch.Tensor) -> torch.Tensor:
         """The model's logits in the library's ids: under token_offset=1, a pad column first."""
@@ -390,7 +411,7 @@ class HFDepthModel(nn.Module):
         calls (``training.supervised_loss``); only exact backprop applies to a model without a tied loop."""
         if backprop != "full":
             raise ValueError(f"a Hugging Face model trains with backprop='full' only, got {backprop!r}")
-        return self._shifted(self.hf(self._ids(tokens), use_cache=False).logits)
+        return self._shifted(self.hf(self._ids(tokens), use_cache=False).logits.float())
 
     @torch.no_grad()
     def logits(self, tokens: torch.Tensor, p: Plan | None = None) -> torch.Tensor:

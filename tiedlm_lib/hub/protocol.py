@@ -57,27 +57,35 @@ from tiedlm_lib.store.tables import markdown_table
 DENSE_FRACTIONS = (0.25, 0.5, 0.75, 0.86, 0.93, 1.0)  # paper B's negative control (PROTOCOL §8)
 
 
-def load_hf(folder: str | Path, allow_network: bool = False, device: str = "cpu", retie: bool = True):
-    """(HFDepthModel, tokenizer) of a ``save_pretrained`` folder, in float32 and eval mode on ``device``; with
-    ``retie`` consecutive layers of exactly equal weights are one shared module (a looped model, see the module
-    docstring). A hub id instead of a folder is loaded only with ``allow_network=True`` (the machine may have no
-    network; the default never tries it)."""
+def load_hf(folder: str | Path, allow_network: bool = False, device: str = "cpu", retie: bool | None = None,
+            dtype: str = "float32"):
+    """(HFDepthModel, tokenizer) of a ``save_pretrained`` folder, in eval mode on ``device``, in ``dtype``
+    ("float32", "bfloat16", "float16", or "auto": the checkpoint's own). ``retie``: consecutive layers of exactly
+    equal weights become one shared module (a looped model, see the adapter's docstring); None (the default) does it
+    only for a checkpoint marked looped (``adapter.LOOPED_MARK``, written by ``save_untied``), so a dense model with
+    equal layers (a depth-upscaled one) stays dense. A folder written by ``export-hf`` loads as the looped model it
+    is. Its family is checked from config.json before any weight loads. A hub id instead of a folder is loaded only
+    with ``allow_network=True`` (the machine may have no network; the default never tries it)."""
     try:
         import transformers
     except ImportError:
         raise ImportError("the dcp command needs transformers: pip install 'tiedlm[hf]'") from None
     import torch
 
-    from tiedlm_lib.hub.adapter import HFDepthModel, tie_repeated_layers
+    from tiedlm_lib.hub.adapter import LOOPED_MARK, HFDepthModel, tie_repeated_layers
     from tiedlm_lib.hub.export import load_export
 
+    dtypes = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16, "auto": "auto"}
+    if dtype not in dtypes:
+        raise ValueError(f"dtype must be one of {sorted(dtypes)}, got {dtype!r}")
     check_checkpoints([str(folder)], allow_network)
     if is_export(folder):  # a tied model exported by this library: its own looped code, its own token ids
-        return load_export(folder, device)
+        return load_export(folder, device, dtypes[dtype])
+    check_family(folder)
     local = not allow_network
     try:
         model = transformers.AutoModelForCausalLM.from_pretrained(str(folder), local_files_only=local,
-                                                                  dtype=torch.float32)
+                                                                  dtype=dtypes[dtype])
     except (OSError, ValueError) as e:
         raise FileNotFoundError(f"--model {folder!r}: transformers could not load a causal LM from it (a "
                                 f"save_pretrained folder has config.json and its weights): {e}") from None
@@ -88,9 +96,23 @@ def load_hf(folder: str | Path, allow_network: bool = False, device: str = "cpu"
                                 f"weights with tokenizer.save_pretrained): {e}") from None
     # a model trained on the library's own ids (tiedlm_lib.hub.dense) says so in its config: no shift
     offset = getattr(model.config, "tiedlm_token_offset", 1)
-    if retie:
+    if retie if retie is not None else getattr(model.config, LOOPED_MARK, False):
         tie_repeated_layers(model)
     return HFDepthModel(model.eval().to(device), token_offset=offset), tok
+
+
+def check_family(folder: str | Path) -> None:
+    """Refuse a checkpoint of a family the adapter does not know from its config.json's ``architectures``, before
+    any of its weights load (a model class not named there is checked after loading, along its MRO)."""
+    from tiedlm_lib.hub.adapter import FAMILIES, HOW_TO_ADD
+
+    path = Path(folder) / "config.json"
+    if not path.is_file():
+        return  # a hub id (--allow-network): checked after loading
+    archs = json.loads(path.read_text()).get("architectures") or []
+    if archs and not any(a in FAMILIES for a in archs):
+        raise ValueError(f"--model {str(folder)!r} is a {', '.join(archs)}, not a supported family (supported: "
+                         f"{', '.join(sorted(FAMILIES))}; nothing was loaded); to add it, {HOW_TO_ADD}")
 
 
 def check_checkpoints(folders: Sequence[str], allow_network: bool = False) -> None:
@@ -179,6 +201,21 @@ def tokenize(tok, texts: Sequence[str], seq_len: int, token_offset: int = 1) -> 
     return TokenDocs.from_lists(ids)
 
 
+DEFAULT_SEQ_LEN = 256
+
+
+def context(model) -> int | None:
+    """The positions the model reads (its config's max_position_embeddings or n_positions), or None if unstated."""
+    cfg = getattr(model, "config", None)
+    return getattr(cfg, "max_position_embeddings", None) or getattr(cfg, "n_positions", None)
+
+
+def default_seq_len(model) -> int:
+    """DEFAULT_SEQ_LEN tokens per document, or the model's context where that is shorter."""
+    ctx = context(model)
+    return min(DEFAULT_SEQ_LEN, ctx) if ctx else DEFAULT_SEQ_LEN
+
+
 def default_ks(model) -> list[int]:
     N = budget(model.layout)
     if getattr(model, "dense", False):
@@ -228,8 +265,7 @@ def _checked(model, ks, schedules, probes, n_eval, seq_len) -> tuple[list[int], 
         raise ValueError("probes is empty: name at least one, e.g. head/diagonal")
     if n_eval is not None and n_eval < 1:
         raise ValueError(f"n_eval must be a positive number of documents (or None: all the others), got {n_eval}")
-    ctx = getattr(getattr(model, "config", None), "max_position_embeddings", None) or getattr(
-        getattr(model, "config", None), "n_positions", None)
+    ctx = context(model)
     if ctx is not None and seq_len > ctx:
         raise ValueError(f"seq_len {seq_len} exceeds the model's context of {ctx} positions")
     return ks, schedules, looped

@@ -158,6 +158,18 @@ def get_run(name_or_config: str | RunConfig, scale: str = "cpu", seed: int = 0,
     return Run(cfg, path, load_model(path / FINAL, cfg.model).to(distributed.local_device(torch.device(device))), fresh)
 
 
+class PaperScaleOnCPU(ValueError):
+    """A paper-scale run asked to train on a CPU (a ValueError: the command line prints its one line)."""
+
+
+def gpu_time_words(hours: float) -> str:
+    """A GPU-time estimate in the unit that reads: minutes under an hour ("about 7 GPU minutes"), hours above."""
+    if hours >= 1:
+        return f"about {hours:.1f} GPU hours"
+    m = max(1, round(hours * 60))
+    return f"about {m} GPU minute{'s' if m != 1 else ''}"
+
+
 def _refuse_paper_on_cpu(cfg: RunConfig, device: str) -> None:
     """A paper-scale run trains on a GPU; on a CPU only when asked for explicitly, told how long it would take."""
     if cfg.scale != "paper" or torch.device(device).type != "cpu" or os.environ.get("TIEDLM_ALLOW_CPU_PAPER") == "1":
@@ -165,11 +177,11 @@ def _refuse_paper_on_cpu(cfg: RunConfig, device: str) -> None:
     from tiedlm_lib.runs.registry import plan_rows
 
     row = next((r for r in plan_rows("paper", [cfg.train.seed]) if r["run"] == cfg.name), None)
-    gpu_h = f"about {row['GPU hours']:.1f} GPU hours" if row else "GPU hours"
-    raise RuntimeError(f"run {cfg.name} (seed {cfg.train.seed}) is a paper-scale run, {cfg.train.steps:,} steps: "
-                       f"{gpu_h} on one GPU, and tens to hundreds of times that on a CPU. Train it on a GPU "
-                       "(device='cuda', or TIEDLM_DEVICE=cuda), or set TIEDLM_ALLOW_CPU_PAPER=1 to train it here "
-                       "anyway (the rehearsal, --scale paper --rehearse, needs neither)")
+    gpu = gpu_time_words(row["GPU hours"]) if row else "hours"
+    raise PaperScaleOnCPU(f"run {cfg.name} (seed {cfg.train.seed}) is a paper-scale run, {cfg.train.steps:,} steps: "
+                          f"{gpu} on one GPU, and tens to hundreds of times that on a CPU. Train it on a GPU "
+                          "(device='cuda', or TIEDLM_DEVICE=cuda), or set TIEDLM_ALLOW_CPU_PAPER=1 to train it here "
+                          "anyway (the rehearsal, --scale paper --rehearse, needs neither)")
 
 
 def _cost_key(cfg: RunConfig) -> tuple:

@@ -405,8 +405,22 @@ def test_gpu_first_run_script_runs_at_smoke_on_cpu(tmp_path):
     assert p.returncode == 0, p.stderr[-3000:]
     rows = pd.read_csv(tmp_path / "report.csv")
     assert list(rows.step.unique()) == ["modes", "train", "section", "total"]
-    assert len(rows[rows.step == "modes"]) == 2 * 3 * 2  # two models x three modes x (time, memory)
+    # two models x (three modes x (time, memory) + the phantom/full time and memory ratios A9 judges)
+    assert len(rows[rows.step == "modes"]) == 2 * (3 * 2 + 2)
     assert (rows.value > 0).all() and rows.value.notna().all()
+    ratio = rows[rows.what == "v3 phantom / full memory"].value.iloc[0]
+    v3 = rows.set_index("what").value
+    assert ratio == pytest.approx(v3[[w for w in v3.index if "phantom peak_GiB" in w][0]]
+                                  / v3[[w for w in v3.index if "full peak_GiB" in w][0]])
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    try:
+        from gpu_first_run import tf32
+    finally:
+        sys.path.remove(str(ROOT / "benchmarks"))
+    before = torch.backends.cuda.matmul.allow_tf32
+    with tf32(not before):
+        assert torch.backends.cuda.matmul.allow_tf32 is (not before)
+    assert torch.backends.cuda.matmul.allow_tf32 is before  # TF32 is scoped to a measurement, then restored
     assert "| modes | v3" in (tmp_path / "report.md").read_text()
     assert any((tmp_path / "runs" / "smoke").glob("v3-s0-*/model.safetensors"))
     assert (tmp_path / "tables" / "03_depth_scaling-k_sweep.csv").is_file()

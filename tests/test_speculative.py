@@ -295,3 +295,30 @@ def test_the_call_bound_direction_comes_from_the_measured_interval():
     assert call_bound_phrase(1.9, 2.1, 0.5) == "is consistent with it"
     with pytest.raises(ValueError, match="calls_ratio must be positive"):
         call_bound_phrase(1.0, 1.1, 0.0)
+
+
+def test_a_divergence_at_a_near_tie_is_recorded_and_any_other_raises_with_its_margin(monkeypatch):
+    """Exactness holds up to near-ties (a cached verify pass and one-at-a-time decoding round differently): a
+    divergence where the full model's top-2 logits lie within the tolerance is recorded with its position and
+    margin; a wider one is a real mismatch and raises."""
+    from tiedlm_lib.depth import speculative
+    from tiedlm_lib.depth.speculative import SpeculativeInfo, divergence, plain_greedy
+
+    m = tiny_model("S A*4 S", seq=40)
+    p = _prompt(5, seed=1)
+    want = plain_greedy(m, p, 6)
+    got = want[:3] + [(want[3] + 1) % 37] + want[4:]
+    d = divergence(m, p, want, got)
+    with torch.no_grad():
+        top = m(torch.tensor([p + want[:3]]))[0, -1].topk(2).values
+    assert d["position"] == 3 and d["top-2 margin"] == pytest.approx(float(top[0] - top[1]))
+
+    def flipped(model, prompt, max_new, draft_depth, draft_len, probe=None):
+        return got, SpeculativeInfo(rounds=1, drafted=2, accepted=1, calls=3, plain_calls=4)
+
+    monkeypatch.setattr(speculative, "generate", flipped)
+    rows, summary = speculative.benchmark(m, [p], 6, [(1, 2)], n_boot=10, near_tie=d["top-2 margin"] + 1e-6)
+    assert rows[0]["near tie at"] == 3 and rows[0]["top-2 margin"] == d["top-2 margin"]
+    assert summary[0]["near ties"] == 1 and summary[0]["identical outputs"] is False
+    with pytest.raises(RuntimeError, match=r"at new token 3, where the full model's top-2 logit margin is .* a real"):
+        speculative.benchmark(m, [p], 6, [(1, 2)], n_boot=10, near_tie=d["top-2 margin"] / 2)

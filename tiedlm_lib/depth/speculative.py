@@ -273,15 +273,36 @@ def plain_greedy(model, prompt: Sequence[int], max_new: int) -> list[int]:
     return out
 
 
+NEAR_TIE = 1e-3
+"""A divergence between speculative and plain greedy decoding is a *near-tie* when the full model's two largest
+logits at the first differing position (given the common prefix) lie within NEAR_TIE of each other: the two paths
+compute the same function in a different order (a cached verify pass of several positions against one position at a
+time), which moves a float32 logit by about 5e-6 on a CPU and far more under bf16 or TF32 on a GPU, and that flips an
+argmax only where two tokens are that close. Exactness is the claim; a near-tie is recorded, a wider gap raises."""
+
+
+@torch.no_grad()
+def divergence(model, prompt: Sequence[int], want: Sequence[int], got: Sequence[int]) -> dict:
+    """Where two greedy continuations of ``prompt`` first differ and the full model's top-2 logit margin there,
+    from one uncached full-depth forward over the common prefix."""
+    j = next((i for i, (a, b) in enumerate(zip(want, got)) if a != b), min(len(want), len(got)))
+    with eval_mode(model):
+        logits = model(torch.tensor([list(prompt) + list(want[:j])], device=devices.model_device(model)))[0, -1]
+    top = logits.float().topk(2).values
+    return {"position": j, "top-2 margin": float(top[0] - top[1])}
+
+
 def benchmark(model, prompts: Sequence[Sequence[int]], max_new: int, configs: Sequence[tuple[int, int]],
-              repeats: int = 1, probe=None, n_boot: int = 2000, seed: int = 0, progress: bool = False
-              ) -> tuple[list[dict], list[dict]]:
+              repeats: int = 1, probe=None, n_boot: int = 2000, seed: int = 0, progress: bool = False,
+              near_tie: float = NEAR_TIE) -> tuple[list[dict], list[dict]]:
     """Greedy tokens/s of self-speculative decoding against plain cached decoding at full depth, at batch size 1.
 
     For each prompt and each (draft_depth, draft_len) of ``configs``, plain decoding and speculative decoding run
     ``repeats`` times *alternately* (plain, speculative, plain, ...; the fastest of each kept, after one warm-up
     call), so that a burst of load from elsewhere on a shared machine lands on both sides of the ratio rather than on
-    a baseline that every configuration of the prompt reuses; their outputs must be identical, else a RuntimeError.
+    a baseline that every configuration of the prompt reuses; their outputs must be identical, except at a near-tie
+    (``NEAR_TIE``; ``near_tie`` sets it), which is recorded in the prompt's row (its position and the top-2 margin) and
+    counted in the summary ("near ties"); any other difference raises a RuntimeError with the margin.
     Returns per-prompt rows and one summary row per configuration: tokens/s of both, the speed-up as the geometric
     mean of the per-prompt time ratios with a bootstrap CI over prompts (paired: the same prompt under both),
     acceptance and tokens per round. Timing is the caller's measurement: run nothing else meanwhile."""
@@ -312,13 +333,19 @@ def benchmark(model, prompts: Sequence[Sequence[int]], max_new: int, configs: Se
                 lambda p=prompt: plain_greedy(model, p, max_new),
                 lambda p=prompt, d=d, L=L: generate(model, p, max_new=max_new, draft_depth=d, draft_len=L,
                                                       probe=probe))
+            tie = {}
             if got != want:
-                raise RuntimeError(f"prompt {i}, draft depth {d}, draft length {L}: speculative output differs from "
-                                   "plain greedy decoding")
+                div = divergence(model, prompt, want, got)
+                if div["top-2 margin"] > near_tie:
+                    raise RuntimeError(f"prompt {i}, draft depth {d}, draft length {L}: speculative output differs "
+                                       f"from plain greedy decoding at new token {div['position']}, where the full "
+                                       f"model's top-2 logit margin is {div['top-2 margin']:.3g} (> the near-tie "
+                                       f"tolerance {near_tie:g}): a real mismatch")
+                tie = {"near tie at": div["position"], "top-2 margin": div["top-2 margin"]}
             rows.append({"prompt": i, "draft depth": d, "draft length": L, "tokens": len(got),
                          "plain s": t_plain, "speculative s": t_spec, "drafted": info.drafted,
                          "accepted": info.accepted, "rounds": info.rounds, "calls": info.calls,
-                         "plain calls": info.plain_calls})
+                         "plain calls": info.plain_calls, **tie})
     return rows, _summarise(rows, configs, n_boot, seed)
 
 
@@ -340,7 +367,10 @@ def _summarise(rows: list[dict], configs: Sequence[tuple[int, int]], n_boot: int
                         "acceptance": sum(r["accepted"] for r in sub) / max(1, sum(r["drafted"] for r in sub)),
                         "tokens per round": tok / sum(r["rounds"] for r in sub),
                         "calls / plain calls": sum(r["calls"] for r in sub) / sum(r["plain calls"] for r in sub),
-                        "identical outputs": True})
+                        "identical outputs": not any("near tie at" in r for r in sub)})
+        ties = sum("near tie at" in r for r in sub)
+        if ties:  # the column appears only where one happened: a run without any keeps its table as it was
+            summary[-1]["near ties"] = ties
     return summary
 
 

@@ -183,3 +183,97 @@ def test_the_exported_folder_goes_through_the_protocol_as_the_looped_model_it_is
                 assert ra[key] == pytest.approx(rb[key], rel=1e-5, abs=1e-6), key
             else:
                 assert ra[key] == rb[key], key
+
+
+def _looped_llama(folder, texts):
+    """A tiny Llama whose layers 1..3 are one shared module, saved by save_untied (marked looped), with a tokenizer."""
+    import transformers
+
+    from tiedlm_lib.data import train_tokenizer
+    from tiedlm_lib.hub.adapter import save_untied
+
+    tok = transformers.PreTrainedTokenizerFast(tokenizer_object=train_tokenizer(texts, 300))
+    torch.manual_seed(0)
+    cfg = transformers.LlamaConfig(vocab_size=300, hidden_size=16, intermediate_size=32, num_hidden_layers=5,
+                                   num_attention_heads=2, num_key_value_heads=1, max_position_embeddings=64)
+    m = transformers.LlamaForCausalLM(cfg)
+    layers = m.model.layers
+    m.model.layers = torch.nn.ModuleList([layers[0], layers[1], layers[1], layers[1], layers[4]])
+    save_untied(m, folder)
+    tok.save_pretrained(folder)
+
+
+def test_exits_and_speculate_run_end_to_end_on_an_export_and_on_a_looped_hf_model(tmp_path, monkeypatch, capsys):
+    import pandas as pd
+
+    from tiedlm_lib.__main__ import main
+    from tiedlm_lib.data import kjv_documents
+    from tiedlm_lib.hub import user_speculate
+
+    monkeypatch.setenv("HF_MODULES_CACHE", str(tmp_path / "modules"))
+    texts = kjv_documents()[:24]
+    data = tmp_path / "docs.jsonl"
+    data.write_text("".join(json.dumps({"text": t}) + "\n" for t in texts))
+    (tmp_path / "prompts.txt").write_text("And God said\n\nIn the beginning\n")
+    from tiedlm_lib.data import train_tokenizer
+
+    m = TiedLM(ModelConfig(vocab_size=300, d_model=32, n_heads=2, layout="S A*4 S", max_seq_len=64))
+    with torch.no_grad():
+        for p in m.parameters():
+            p.normal_(0, 0.2)
+    export.export_hf(m, tmp_path / "exported", train_tokenizer(texts, 300))
+    _looped_llama(tmp_path / "llama", texts)
+    for name, d in (("exported", 2), ("llama", 1)):
+        model = str(tmp_path / name)
+        out = tmp_path / f"exits-{name}"
+        assert main(["exits", "--model", model, "--data", str(data), "--eps", "0.3,0.6", "--delta", "0.2",
+                     "--criteria", "maxprob,stability", "--seq-len", "24", "--out", str(out), "--device", "cpu"]) == 0
+        ex = pd.read_csv(out / "exits.csv")
+        assert len(ex) == 4 and set(ex.rule) == {"maxprob", "stability"} and (ex["held-out documents"] == 12).all()
+        assert ((ex["avg depth"] >= 1) & (ex["avg depth"] <= ex.K)).all()
+        assert (ex.loc[~ex.certified, "avg depth"] == ex.loc[~ex.certified, "K"]).all()  # uncertified: full depth
+        out = tmp_path / f"spec-{name}"
+        assert main(["speculate", "--model", model, "--prompts", str(tmp_path / "prompts.txt"), "--draft-depth",
+                     str(d), "--max-new", "8", "--out", str(out), "--device", "cpu"]) == 0
+        sp = pd.read_csv(out / "speculate.csv")
+        assert len(sp) == 2 and sp.identical.all() and (sp.tokens == 8).all()
+        assert (sp.accepted <= sp.drafted).all()
+    assert "uncached (Hugging Face)" in set(sp.path)
+    # the uncached path is plain greedy decoding, checked against a full forward per token by hand
+    from tiedlm_lib.hub import protocol
+
+    hf, tok = protocol.load_hf(tmp_path / "llama")
+    assert hf.layout == "S A*3 S"
+    prompt = [t + 1 for t in tok("And God said")["input_ids"]]
+    got, counts = user_speculate.speculate_uncached(hf, prompt, 6, 1, 3)
+    seq = list(prompt)
+    for _ in range(6):
+        seq.append(int(hf.logits(torch.tensor([seq]))[0, -1].argmax()))
+    assert got == seq[len(prompt):] and counts["accepted"] <= counts["drafted"]
+    # bad input: one line each
+    (tmp_path / "empty.txt").write_text("\n\n")
+    dense = tmp_path / "dense"
+    _save_dense(dense, texts)
+    capsys.readouterr()
+    for argv, msg in ((["--model", model, "--prompts", str(tmp_path / "empty.txt"), "--draft-depth", "1"],
+                       "holds no prompt"),
+                      (["--model", model, "--prompts", str(tmp_path / "prompts.txt"), "--draft-depth", "3"],
+                       "--draft-depth must be an integer in 1..2"),
+                      (["--model", str(dense), "--prompts", str(tmp_path / "prompts.txt"), "--draft-depth", "1"],
+                       "has no looped block")):
+        assert main(["speculate", *argv, "--out", str(tmp_path / "x"), "--device", "cpu"]) == 2
+        err = capsys.readouterr().err
+        last = err.strip().splitlines()[-1]  # (transformers' loading bar may precede it)
+        assert msg in last and last.startswith("error: ") and "Traceback" not in err, err
+
+
+def _save_dense(folder, texts):
+    import transformers
+
+    from tiedlm_lib.data import train_tokenizer
+
+    tok = transformers.PreTrainedTokenizerFast(tokenizer_object=train_tokenizer(texts, 300))
+    cfg = transformers.LlamaConfig(vocab_size=300, hidden_size=16, intermediate_size=32, num_hidden_layers=3,
+                                   num_attention_heads=2, num_key_value_heads=1, max_position_embeddings=64)
+    transformers.LlamaForCausalLM(cfg).save_pretrained(folder)
+    tok.save_pretrained(folder)

@@ -340,6 +340,108 @@ def _add_export_parser(sub) -> None:
     sp.set_defaults(fn=cmd_export_hf)
 
 
+def _load_user_model(args):
+    """(model, tokenizer, device) of the --model folder for the exits and speculate commands."""
+    import torch
+
+    from tiedlm_lib.hub import protocol
+
+    device = args.device or os.environ.get("TIEDLM_DEVICE") or ("cuda" if torch.cuda.is_available() else "cpu")
+    model, tok = protocol.load_hf(args.model, args.allow_network, device, retie=True if args.retie else None,
+                                  dtype=args.dtype)
+    return model, tok, device
+
+
+def cmd_exits(args) -> None:
+    """Learn-then-Test exit thresholds on a user's model, checked on held-out documents (``hub.user_exits``)."""
+    from tiedlm_lib.hub import protocol, user_exits
+
+    eps = [float(e) for e in args.eps.split(",") if e.strip()]
+    criteria = [c.strip() for c in args.criteria.split(",") if c.strip()]
+    texts = protocol.read_documents(args.data, args.text_field, args.max_docs)
+    model, tok, device = _load_user_model(args)
+    seq_len = args.seq_len or protocol.default_seq_len(model)
+    docs = protocol.tokenize(tok, texts, seq_len, model.token_offset)
+    n_cal = args.n_cal if args.n_cal is not None else len(docs) // 2
+    print(f"{args.model}: layout {model.layout!r}, {len(docs)} documents ({n_cal} calibration), {seq_len} tokens "
+          f"each", flush=True)
+    rows = user_exits.certify(model, docs, eps=eps, delta=args.delta, n_cal=n_cal, seq_len=seq_len,
+                              criteria=criteria, batch_size=args.batch_size, seed=args.seed, progress=True)
+    meta = {"model": args.model, "data": str(args.data), "documents": len(docs), "n_cal": n_cal, "seq_len": seq_len,
+            "eps": eps, "delta": args.delta, "criteria": criteria, "seed": args.seed, "device": device,
+            "guarantee": "with probability >= 1 - delta over the calibration documents, the long-run share of tokens "
+                         "whose exit token differs from the full model's is at most eps (Learn-then-Test, Hoeffding, "
+                         "documents as the unit); the held-out rate is a check, not the guarantee"}
+    paths = protocol.write(args.out, {"exits": rows}, None, meta)
+    print(_table(rows, ["rule", "eps", "certified", "tau", "held-out disagreement", "disagreement se", "exceeds eps",
+                        "avg depth", "depth saved", "NLL cost"]))
+    print(f"written {len(paths)} files under {args.out}")
+
+
+def _add_user_model_arguments(sp) -> None:
+    sp.add_argument("--model", required=True, help="a save_pretrained folder (a looped model, an export-hf folder)")
+    sp.add_argument("--device", default=None, help="cpu or cuda (default: TIEDLM_DEVICE, else cuda when available)")
+    sp.add_argument("--dtype", default="float32", choices=["float32", "bfloat16", "float16", "auto"],
+                    help="the weights' dtype in memory (default float32)")
+    sp.add_argument("--retie", action="store_true", help="tie equal consecutive layers into a loop even where the "
+                    "checkpoint is not marked looped")
+    sp.add_argument("--allow-network", action="store_true", help="let --model name a hub id (downloads it)")
+    sp.add_argument("--out", required=True, help="folder for the tables and run.json")
+
+
+def cmd_speculate(args) -> None:
+    """Exact self-speculative decoding on a user's looped model (``hub.user_speculate``)."""
+    from tiedlm_lib.hub import protocol, user_speculate
+
+    texts = user_speculate.read_prompts(args.prompts, args.text_field)
+    model, tok, device = _load_user_model(args)
+    user_speculate.check_draft_depth(model, args.draft_depth)  # before any decoding
+    prompts = [[t + model.token_offset for t in tok(x)["input_ids"]] for x in texts]
+    empty = [i for i, p in enumerate(prompts) if not p]
+    if empty:
+        raise ValueError(f"prompt {empty[0]} of {args.prompts} has no token: every prompt needs at least one")
+    print(f"{args.model}: layout {model.layout!r}, {len(prompts)} prompts, {args.max_new} new tokens each, draft "
+          f"depth {args.draft_depth}, draft length {args.draft_len}", flush=True)
+    rows = user_speculate.run(model, prompts, args.max_new, args.draft_depth, args.draft_len, progress=True)
+    summ = user_speculate.summary(rows)
+    meta = {"model": args.model, "prompts": str(args.prompts), "max_new": args.max_new,
+            "draft_depth": args.draft_depth, "draft_len": args.draft_len, "device": device, **summ,
+            "timing": "batch size 1, one after the other on this machine; run nothing else meanwhile"}
+    paths = protocol.write(args.out, {"speculate": rows, "summary": [summ]}, None, meta)
+    print(_table([summ], list(summ)))
+    print(f"written {len(paths)} files under {args.out}")
+
+
+def _add_speculate_parser(sub) -> None:
+    sp = sub.add_parser("speculate", help="exact self-speculative decoding on your looped model: tokens/s against "
+                        "plain greedy, the equality check, the acceptance rate")
+    _add_user_model_arguments(sp)
+    sp.add_argument("--prompts", required=True, help="a text file (one prompt a line) or a JSONL file")
+    sp.add_argument("--text-field", default="text", help="the JSONL field holding each prompt (default text)")
+    sp.add_argument("--draft-depth", type=int, required=True, help="iterations of the first loop the draft runs "
+                    "(an export-hf folder), or core applications (a Hugging Face looped model)")
+    sp.add_argument("--draft-len", type=int, default=2, help="tokens drafted per round (default 2)")
+    sp.add_argument("--max-new", type=int, default=32, help="new tokens per prompt (default 32)")
+    sp.set_defaults(fn=cmd_speculate)
+
+
+def _add_exits_parser(sub) -> None:
+    sp = sub.add_parser("exits", help="exit thresholds with a guarantee (Learn-then-Test) on your looped model")
+    _add_user_model_arguments(sp)
+    sp.add_argument("--data", required=True, help="a JSONL file, one object per line with a text field")
+    sp.add_argument("--text-field", default="text")
+    sp.add_argument("--max-docs", type=int, default=None, help="read at most this many documents")
+    sp.add_argument("--eps", default="0.05", help="comma-separated disagreement rates to certify (default 0.05)")
+    sp.add_argument("--delta", type=float, default=0.1, help="the certificate's failure probability (default 0.1)")
+    sp.add_argument("--criteria", default="maxprob", help="exit rules: maxprob (paper A's), stability (default "
+                    "maxprob)")
+    sp.add_argument("--n-cal", type=int, default=None, help="calibration documents (default half; the rest held out)")
+    sp.add_argument("--seq-len", type=int, default=None, help="tokens per document (default 256 or the context)")
+    sp.add_argument("--batch-size", type=int, default=8)
+    sp.add_argument("--seed", type=int, default=0, help="the calibration/held-out split")
+    sp.set_defaults(fn=cmd_exits)
+
+
 def _add_dcp_parser(sub) -> None:
     sp = sub.add_parser("dcp", help="the Depth Control Protocol on your own Hugging Face checkpoint(s)")
     sp.add_argument("--model", required=True, help="a save_pretrained folder, or several separated by commas "
@@ -420,6 +522,8 @@ def main(argv: list[str] | None = None) -> int:
     sp.set_defaults(fn=cmd_train_all)
     _add_dcp_parser(sub)
     _add_export_parser(sub)
+    _add_exits_parser(sub)
+    _add_speculate_parser(sub)
     args = p.parse_args(argv)
 
     try:

@@ -611,3 +611,25 @@ def test_a_bf16_llama_goes_through_the_command_in_bf16_one_checkpoint_in_memory_
     with pytest.raises(ValueError, match="row 0 of the batch has padding .id 0. before a real token"):
         model.logits(x)
     assert model.logits(x[1:]).dtype == torch.float32  # right padding is read; logits come back in float32
+
+
+def test_inkling2loop_is_refused_with_its_reason_before_and_after_loading(tmp_path):
+    """transformers 5.24's looped family restarts every pass from the pre-loop state and passes the previous pass
+    on only through gated messages: not z <- z + f(z), so the protocol's controls have no defined input. A tiny random
+    configuration is refused by name, from config.json before loading and from the class after."""
+    import json
+
+    from tiedlm_lib.hub import protocol
+
+    cfg = transformers.Inkling2LoopTextConfig(vocab_size=64, hidden_size=32, num_hidden_layers=4,
+                                              num_attention_heads=2, num_key_value_heads=1, intermediate_size=32,
+                                              loop_num_passes=2)
+    assert cfg.loop_num_passes == 2
+    folder = tmp_path / "inkling"
+    cfg.architectures = ["Inkling2LoopForCausalLM"]
+    cfg.save_pretrained(folder)  # a config and no weights: the refusal cannot come from loading them
+    assert json.loads((folder / "config.json").read_text())["architectures"] == ["Inkling2LoopForCausalLM"]
+    with pytest.raises(ValueError, match="restarts from the pre-loop state"):
+        protocol.load_hf(folder)
+    with pytest.raises(ValueError, match="Inkling2Loop .* is looped, but not as the protocol needs"):
+        HFDepthModel(transformers.Inkling2LoopForCausalLM(cfg))

@@ -73,6 +73,22 @@ HOW_TO_ADD = ("add a Family(layers=..., count=..., norm=...) to tiedlm_lib.hub.a
               "or implement tiedlm_lib.model.schedules.DepthModel (layout, core_state, finish, head) for it directly")
 
 
+REFUSED: dict[str, str] = {
+    "Inkling2Loop": (
+        "Inkling2Loop (transformers 5.24) is looped, but not as the protocol needs: each of its loop_num_passes passes "
+        "restarts from the pre-loop state and receives the previous pass only through gated messages retrieved from "
+        "that pass's block states, so a pass is not an application of a block to the previous state (z <- z + f(z)). "
+        "Fewer passes (loop_num_passes = k) is defined, but the controls that rearrange applications (repeat, "
+        "suffix, frozen) have no defined input, and the adapter's stack of layer positions cannot express a pass; "
+        "it is refused rather than read as something it is not (docs/library.md)"),
+}
+
+
+def refused_reason(class_name: str) -> str | None:
+    """Why a looped family the protocol cannot read is refused (``REFUSED``), by its class name; None otherwise."""
+    return next((why for prefix, why in REFUSED.items() if class_name.startswith(prefix)), None)
+
+
 def _get(obj, path: str):
     for part in path.split("."):
         obj = getattr(obj, part)
@@ -190,6 +206,9 @@ def _check_stack(model: nn.Module, family: Family, layers: Sequence[nn.Module]) 
 def _family(model: nn.Module) -> Family:
     """The family of a model's class, matched along its MRO (a subclass keeps its family), or a clear refusal."""
     known = [c.__name__ for c in type(model).__mro__ if c.__name__ in FAMILIES]
+    why = refused_reason(type(model).__name__)
+    if why:
+        raise ValueError(why)
     if not known:
         raise ValueError(f"{type(model).__name__} is not a supported family (supported: "
                          f"{', '.join(sorted(FAMILIES))}); to add it, {HOW_TO_ADD}")

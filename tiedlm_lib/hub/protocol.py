@@ -104,12 +104,15 @@ def load_hf(folder: str | Path, allow_network: bool = False, device: str = "cpu"
 def check_family(folder: str | Path) -> None:
     """Refuse a checkpoint of a family the adapter does not know from its config.json's ``architectures``, before
     any of its weights load (a model class not named there is checked after loading, along its MRO)."""
-    from tiedlm_lib.hub.adapter import FAMILIES, HOW_TO_ADD
+    from tiedlm_lib.hub.adapter import FAMILIES, HOW_TO_ADD, refused_reason
 
     path = Path(folder) / "config.json"
     if not path.is_file():
         return  # a hub id (--allow-network): checked after loading
     archs = json.loads(path.read_text()).get("architectures") or []
+    why = next((refused_reason(a) for a in archs if refused_reason(a)), None)
+    if why:
+        raise ValueError(f"--model {str(folder)!r}: {why}")
     if archs and not any(a in FAMILIES for a in archs):
         raise ValueError(f"--model {str(folder)!r} is a {', '.join(archs)}, not a supported family (supported: "
                          f"{', '.join(sorted(FAMILIES))}; nothing was loaded); to add it, {HOW_TO_ADD}")

@@ -66,8 +66,8 @@ _C = [
           "with the draw]]); no if A11's pooled verdict is the same on both and the tau interval lies above "
           "[[threshold:conclusions change with the draw]]; the level shift unseen - seen is shown beside",
           ("conclusions change with the draw",), kind="derived", protocol="both"),
-    Claim("A12", "{name}: [[words:SFT costs real-token NLL|real-token NLL on the held-out suffix benchmark minus the PT "
-          "model's]], {rule_text}", ("SFT costs real-token NLL",), protocol="both"),
+    Claim("A12", "{name}: [[words:SFT costs real-token NLL|real-token NLL on the held-out suffix benchmark minus the "
+          "PT model's]], {rule_text}", ("SFT costs real-token NLL",), protocol="both"),
     Claim("A13", "[[words:tied beats vanilla|tied(v10) - vanilla(v9) real-token NLL on the held-out suffix "
           "benchmark]], {rule_text}", ("tied beats vanilla",)),
     Claim("A14", "after SFT (paper protocol) of both models, [[words:after SFT on both metrics|tied - vanilla]] on "

@@ -6,8 +6,20 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from tiedlm_lib.paper.claimbook import claim
-from tiedlm_lib.paper.judging import Judgement, Parts, PerSeed, _basis, judge, nonempty, pts, render, rule, sesoi, spec, \
-    unit_evidence
+from tiedlm_lib.paper.judging import (
+    Judgement,
+    Parts,
+    PerSeed,
+    _basis,
+    judge,
+    nonempty,
+    pts,
+    render,
+    rule,
+    sesoi,
+    spec,
+    unit_evidence,
+)
 from tiedlm_lib.stats import inference as inf
 
 SPEEDUP_TARGET = float(spec("Q7", "speculative decoding buys 1.5x")["threshold"])

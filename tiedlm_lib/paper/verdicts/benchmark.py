@@ -11,8 +11,21 @@ from typing import Any
 
 from tiedlm_lib.paper.claimbook import claim
 from tiedlm_lib.paper.claims import answer
-from tiedlm_lib.paper.judging import (Judgement, Parts, PerSeed, _basis, ci, judge, nonempty, point, pts, render,
-                                      rule, spec, unit_evidence)
+from tiedlm_lib.paper.judging import (
+    Judgement,
+    Parts,
+    PerSeed,
+    _basis,
+    ci,
+    judge,
+    nonempty,
+    point,
+    pts,
+    render,
+    rule,
+    spec,
+    unit_evidence,
+)
 from tiedlm_lib.stats import inference as inf
 
 

@@ -9,8 +9,20 @@ from collections.abc import Mapping
 
 from tiedlm_lib.paper.claimbook import claim
 from tiedlm_lib.paper.claims import answer, evidence_seeds, verdict
-from tiedlm_lib.paper.judging import (Judgement, Parts, PerSeed, _basis, judge, nonempty, quantised, ratio, render,
-                                      rule, sesoi, unit_evidence)
+from tiedlm_lib.paper.judging import (
+    Judgement,
+    Parts,
+    PerSeed,
+    _basis,
+    judge,
+    nonempty,
+    quantised,
+    ratio,
+    render,
+    rule,
+    sesoi,
+    unit_evidence,
+)
 from tiedlm_lib.stats import inference as inf
 
 

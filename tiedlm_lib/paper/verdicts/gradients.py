@@ -9,8 +9,20 @@ from collections.abc import Mapping
 
 from tiedlm_lib.paper.claimbook import claim
 from tiedlm_lib.paper.claims import answer, verdict
-from tiedlm_lib.paper.judging import (Judgement, Parts, PerSeed, _basis, ci, difference, judge, pts, render, rule,
-                                      sesoi, spec)
+from tiedlm_lib.paper.judging import (
+    Judgement,
+    Parts,
+    PerSeed,
+    _basis,
+    ci,
+    difference,
+    judge,
+    pts,
+    render,
+    rule,
+    sesoi,
+    spec,
+)
 
 A9_RATIO = float(spec("A9", "saves memory and time")["threshold"])  # phantom/full memory and time (paper 0.54, 0.48)
 A9_SHORT_MARGIN = sesoi("A9", "costs little over a short run")

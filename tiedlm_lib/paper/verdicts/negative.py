@@ -9,7 +9,6 @@ from tiedlm_lib.paper.claimbook import claim
 from tiedlm_lib.paper.judging import CHECK, Judgement, Parts, PerSeed, difference, judge, nonempty, pts, render, spec
 
 
-
 def a18(last_over_first: Mapping[str, Mapping[int, float]], protocol: str, where: str) -> Judgement:
     """No fixed point. Under the paper's block form this holds by construction (it re-adds a normalised state, a
     floor on the residual): a **check** (passed when the relative residual at the last iteration is at least 0.5 ×

@@ -10,8 +10,23 @@ from typing import Any
 
 from tiedlm_lib.paper.claimbook import claim
 from tiedlm_lib.paper.claims import answer
-from tiedlm_lib.paper.judging import (CHECK, Judgement, Parts, PerSeed, _basis, ci, difference, judge, pts, ratio, render,
-                                      sesoi, spec, undecided, unit_evidence)
+from tiedlm_lib.paper.judging import (
+    CHECK,
+    Judgement,
+    Parts,
+    PerSeed,
+    _basis,
+    ci,
+    difference,
+    judge,
+    pts,
+    ratio,
+    render,
+    sesoi,
+    spec,
+    undecided,
+    unit_evidence,
+)
 from tiedlm_lib.stats import inference as inf
 from tiedlm_lib.stats.bootstrap import Estimate
 

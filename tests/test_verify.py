@@ -29,7 +29,7 @@ def _paper(root: Path, rows=None, prose=None, claims=None) -> Path:
     (d / "tables" / f"{SEC}-prose.json").write_text(json.dumps(prose))
     claims = claims or [{"id": "A4", "protocol": "corrected", "notebook": SEC, "verdict": "reproduced",
                          "evidence": {"gap": {"pooled": {"point": 0.25, "interval": [0.1, 0.4]}},
-                                      "time_ratio": 0.42}},
+                                      "time_ratio": 0.42}, "recorded": "2026-12-07T16:27:03"},
                         {"id": "B1", "protocol": "paper", "notebook": "10_depth_control_protocol", "verdict": "no"}]
     (d / "claims.json").write_text(json.dumps({"scale": "cpu", "claims": claims}))
     return d
@@ -52,7 +52,8 @@ def test_identical_and_within_tolerance(tmp_path):
     r = V.compare_section(SEC, a, b)
     assert r.status == "identical" and not r.differences
     # 2 rows x 4 compared columns, prose (2 fact trees less the machine one, words, template, text), the ledger entry
-    assert r.machine == 2 + 1 + 1 and r.compared > 10
+    # (its time ratio and the time it was recorded left out)
+    assert r.machine == 2 + 1 + 2 and r.compared > 10
     _edit(b / "tables" / f"{SEC}-law.csv", "0.123456789", "0.1234567891")
     _edit(b / "tables" / f"{SEC}-law.csv", "41.5", "77.0")  # a slower machine: not a difference
     r = V.compare_section(SEC, a, b)
@@ -84,6 +85,7 @@ def test_machine_measurements_are_left_out_by_name(tmp_path):
     a = _paper(tmp_path / "a")
     b = _copy(a, tmp_path / "b")
     _edit(b / "claims.json", "0.42", "0.61")  # the time ratio: measured on the machine
+    _edit(b / "claims.json", "2026-12-07T16:27:03", "2026-12-07T21:41:22")  # when the entry was written
     prose = json.loads((b / "tables" / f"{SEC}-prose.json").read_text())
     prose[0]["facts"]["t"]["value"] = 77.0
     prose[0]["text"] = "NLL 0.12 in 77 s."  # the text states a machine number: not compared
@@ -91,7 +93,8 @@ def test_machine_measurements_are_left_out_by_name(tmp_path):
     assert V.compare_section(SEC, a, b).status == "identical"
     assert all(V.MACHINE.search(c) for c in ("training seconds", "train s/step", "ms per 1k tokens", "speed-up lo",
                                              "peak_MiB", "phantom/full time", "time_ratio", "threads"))
-    assert not any(V.MACHINE.search(c) for c in ("nll_masked", "pooled lo", "timestep", "steps", "k", "verdict"))
+    assert not any(V.MACHINE.search(c) for c in ("nll_masked", "pooled lo", "timestep", "steps", "k", "verdict",
+                                                 "verdict before the cap", "recorded margin"))
 
 
 def test_missing_and_new_tables_and_entries_are_differences(tmp_path):

@@ -19,6 +19,7 @@ from tiedlm_lib.evaluation import analysis
 from tiedlm_lib.evaluation import nll as evaluation
 from tiedlm_lib.evaluation import residual_probe as probes
 from tiedlm_lib.evaluation import suffix_benchmark as benchmark
+from tiedlm_lib.hub import user_speculate
 from tiedlm_lib.model import schedules
 from tiedlm_lib.training import loop as training
 from tiedlm_lib.training import sft
@@ -85,6 +86,9 @@ COLLECTORS = {
     "plan_logits, run_plan, run_core": lambda: schedules.plan_logits(M, _batches()[0].inputs.to(torch.device("cpu", 0)),
                                                                      P2),
     "benchmark": lambda: speculative.benchmark(M, [[5, 6, 7]], 2, [(1, 2)], n_boot=5),
+    "divergence": lambda: speculative.divergence(M, [5, 6, 7], [8, 9], [8, 10]),
+    "greedy_uncached": lambda: user_speculate.greedy_uncached(M, [5, 6, 7], 2),
+    "speculate_uncached": lambda: user_speculate.speculate_uncached(M, [5, 6, 7], 3, 1, 2),
     "response_nll": lambda: sft.response_nll(M, sft.SFTData(_batches()[0].inputs, torch.tensor([4, 5, 6])), 2),
 }
 # Public functions that take a model and feed it nothing of their own (each reason says why); every other one must be
@@ -98,10 +102,14 @@ NOT_COLLECTORS = {
     "step_metrics": "checked with train_step",
     "run": "protocol.run feeds the model only through dcp.evaluate_schedules (checked above)",
     "default_ks": "reads the model's layout", "default_schedules": "reads the model's layout",
+    "context": "reads the model's config", "default_seq_len": "reads the model's config",
+    "check_draft_depth": "reads the model's layout",
+    "certify": "user_exits.certify feeds the model only through exits.collect_features (checked above)",
 }
 MODULES = ("evaluation.analysis", "evaluation.suffix_benchmark", "depth.dcp", "evaluation.nll", "depth.exits",
            "depth.generate", "depth.readout", "evaluation.residual_probe", "model.schedules", "training.sft",
-           "depth.speculative", "training.loop", "model.tied", "stats.inference", "hub.protocol")
+           "depth.speculative", "training.loop", "model.tied", "stats.inference", "hub.protocol", "hub.user_exits",
+           "hub.user_speculate")
 
 
 @pytest.mark.parametrize("name", list(COLLECTORS))

@@ -171,13 +171,16 @@ beside_df
 #
 # ```python
 # from tiedlm_lib import protocol
-# model, tok = protocol.load_hf("./my-model")               # an HFDepthModel: dense, or looped if layers repeat
+# model, tok = protocol.load_hf("./my-model")               # an HFDepthModel: dense, or looped if marked so
 # docs = protocol.tokenize(tok, protocol.read_documents("docs.jsonl"), seq_len=256)
 # res = protocol.run(model, docs, n_cal=100, n_eval=300)    # res.conditions, res.shares, res.decomposition
 # ```
 #
 # A model whose stack repeats one layer module (weights shared by identity) is looped: it gets `repeat`, `frozen` and
-# the decomposition too. A model of another family implements the four members of `schedules.DepthModel`.
+# the decomposition too. On disk a loop's copies are tied again only for a checkpoint marked looped (`save_untied`
+# and `export-hf` write the mark) or with `--retie`, so a dense model with equal layers stays dense. A folder written
+# by `export-hf` is read as the looped model it is. A model of another family implements the four members of
+# `schedules.DepthModel`.
 
 # %%
 the_dense_run_dir = Path(dense.run_dir(scale, seeds[0]))

@@ -167,3 +167,18 @@ def test_amendment_18_sets_each_entry_beside_its_judgement_before_it():
         "what of amendment 18 touches it"] and rows["A20"]["seed-sensitive units (before / now)"] == "1 / 0"
     assert not rows["A12"]["changed"] and not rows["A12"]["re-judged since"]
     assert rows["Q9"]["before amendment 18"] == "—" and rows["Q9"]["re-judged since"]
+
+
+def test_the_abstract_says_what_holds_across_sizes_where_section_14_ran():
+    trends = [{"claim": "A1", "effect": "A1 depth gap", "axis": "width", "read": "True", "points": "5",
+               "direction": "holds at every size"},
+              {"claim": "B1", "effect": "B1 application-count share", "axis": "width", "read": "True", "points": "5",
+               "direction": "changes direction between sizes"},
+              {"claim": "A6", "effect": "A6 exit cost", "axis": "depth", "read": "True", "points": "2",
+               "direction": "holds at every size"}]
+    text = findings.across_sizes_text(trends)
+    assert text.startswith("Across the width ladder (block parameters), 5 sizes: direction holds for A1 depth gap; "
+                           "changes direction for B1 application-count share")
+    assert "depth ladder" not in text  # two sizes are not a trend
+    assert text in findings.abstract(_ledger(), trends) and text in findings.readme_block(_ledger(), trends)
+    assert findings.across_sizes_text(None) == "" and findings.abstract(_ledger()) == findings.abstract(_ledger(), [])

@@ -128,7 +128,9 @@ def test_the_readme_opens_with_what_it_is_and_its_findings_table_is_the_committe
     readme = (ROOT / "README.md").read_text()
     assert readme.startswith("# tiedlm\n\n**tiedlm** is the executable companion")
     block = readme.split(FINDINGS_BEGIN, 1)[1].split(FINDINGS_END, 1)[0].strip()
-    assert block == readme_block(read_ledger(ROOT / "paper" / "cpu")).strip()
+    from tiedlm_lib.paper.testability import read_trends
+
+    assert block == readme_block(read_ledger(ROOT / "paper" / "cpu"), read_trends(ROOT / "paper" / "cpu")).strip()
     assert readme.index("## What it found") < readme.index("## The scale card") < readme.index("## Two commands")
     assert len(readme.splitlines()) <= 150  # a newcomer's page: the rest lives under docs/ (linked, checked)
     for page in ("running", "library", "faithful", "reproducibility"):

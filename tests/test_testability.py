@@ -60,3 +60,21 @@ def test_a_claim_about_the_papers_scale_names_what_would_test_it():
                                                                          routes={"reproduced": 12})}))
     assert row[COL] == "about 12 seeds would decide it (reproduced in every undecided unit); " + SCALE_LIMITS["A10"]
     assert [r["claim"] for r in T.testability({"claims": [_entry("A1"), _entry("B1")]})] == ["A1", "B1"]
+
+
+def test_the_across_sizes_column_reads_section_14s_trends():
+    def row(claim, axis, read, points, direction):  # as read back from the CSV: strings
+        return {"claim": claim, "axis": axis, "read": read, "points": points, "direction": direction}
+
+    trends = [row("A1", "width", "True", "5", "holds at every size"),
+              row("A1", "depth", "True", "3", "changes direction between sizes"),
+              row("A4", "width", "False", "5", "changes direction between sizes"),
+              row("A4", "width", "True", "5", "decided at no size"),
+              row("A6", "width", "True", "2", "holds at every size")]
+    assert T.across_sizes("A1", trends) == "direction holds (width), changes direction (depth)"
+    assert T.across_sizes("A4", trends) == "decided at no size (width)"  # τ = 0.2 / 0.6 are shown, not read
+    assert T.across_sizes("A6", trends) == "not measured"  # two sizes are not a trend
+    assert T.across_sizes("A13", trends) == "not measured"
+    rows = T.testability({"claims": [_entry("A1")]}, trends)
+    assert rows[0]["across sizes"] == "direction holds (width), changes direction (depth)"
+    assert "across sizes" not in T.testability({"claims": [_entry("A1")]})[0]  # a scale without section 14

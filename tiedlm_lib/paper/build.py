@@ -21,6 +21,7 @@ from tiedlm_lib.paper.execute import NotebookFailed, execute, output_name
 from tiedlm_lib.paper.findings import update_readme
 from tiedlm_lib.paper.html import render_html
 from tiedlm_lib.paper.scale_card import CARD_BEGIN, CARD_END, card_markdown
+from tiedlm_lib.paper.testability import read_trends
 from tiedlm_lib.paths import project_root
 from tiedlm_lib.store.atomic import replace_block
 
@@ -82,7 +83,8 @@ def main(argv: list[str] | None = None) -> int:
             execute(a.scale, only, log=lambda m: print(m, flush=True), seeds=seeds, jobs=a.jobs)
         index = render_html(a.scale, name=name)
         if name == "cpu":  # the README's findings are the cpu ledger's, its scale card the cpu scale's
-            update_readme(project_root() / "README.md", read_ledger(project_root() / "paper" / "cpu"))
+            cpu = project_root() / "paper" / "cpu"
+            update_readme(project_root() / "README.md", read_ledger(cpu), read_trends(cpu))
             replace_block(project_root() / "README.md", CARD_BEGIN, CARD_END, card_markdown("cpu"))
     except (ValueError, FileNotFoundError, NotebookFailed) as e:
         print(f"error: {e}", file=sys.stderr)

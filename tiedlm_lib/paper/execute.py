@@ -20,6 +20,9 @@ from tiedlm_lib.store.atomic import atomic_write_text
 # Sections that read another section's tables start after it in a parallel run (a sequential run keeps the numbered
 # order, which already has them after it); the claims ledger (11) runs after every other section.
 AFTER = {"13_your_model": ("10_depth_control_protocol",)}
+# Sections defined at some scales only: the size ladder (section 14) is a cpu-scale study, with a smoke ladder for CI
+# (``runs.ladder.LADDERS``; tests/test_across_sizes.py keeps the two in step). At another scale it is left out, said so.
+ONLY_AT = {"14_across_sizes": ("smoke", "cpu")}
 PARTIAL = ".partial"  # under paper/<scale>/: notebooks being executed (never committed; see .gitignore)
 
 
@@ -115,6 +118,10 @@ def execute(scale: str, only: list[str] | None = None, root: Path | None = None,
     root = (root or project_root()).resolve()  # absolute: the run changes the working directory
     out_dir, params = _outputs(scale, seeds, root, into)
     nbs = notebooks(root, only)
+    left_out = [nb.stem for nb in nbs if scale not in ONLY_AT.get(nb.stem, (scale,))]
+    for name in left_out:
+        log(f"{name} is defined at the scales {', '.join(ONLY_AT[name])}, not at {scale}: left out")
+    nbs = [nb for nb in nbs if nb.stem not in left_out]
     budgets = REHEARSAL_PARAMS if scale == "rehearsal" else {}
     timings: list[dict] = []
     start = time.perf_counter()

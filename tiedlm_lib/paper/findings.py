@@ -179,9 +179,36 @@ def findings_text(ledger: dict[str, Any], findings: tuple[Finding, ...] = FINDIN
     return "\n\n".join(" ".join(v) for _, v in sorted(paras.items()))
 
 
-def abstract(ledger: dict[str, Any]) -> str:
-    """The findings' paragraphs, then the verdict counts (``claims.abstract_findings``)."""
-    text = findings_text(ledger)
+def across_sizes_text(trends: list[dict[str, Any]] | None) -> str:
+    """What holds across sizes and what does not, from section 14's trend rows (the effects it reads, on the axes
+    measured at three or more sizes): one sentence per axis, "" without the section. A description beside the
+    verdicts (docs/statistics.md amendment 17)."""
+    from tiedlm_lib.paper.testability import ACROSS
+
+    rows = [t for t in trends or [] if str(t.get("read", True)) in ("True", "true", "1") and int(t["points"]) >= 3]
+    out = []
+    for axis, what in (("width", "the width ladder (block parameters)"), ("depth", "the depth ladder (K)")):
+        mine = [t for t in rows if t["axis"] == axis]
+        if not mine:
+            continue
+        by: dict[str, list[str]] = {}
+        for t in mine:
+            by.setdefault(ACROSS.get(t["direction"], t["direction"]), []).append(t["effect"])
+        sizes = max(int(t["points"]) for t in mine)
+        out.append(f"Across {what}, {sizes} sizes: " + "; ".join(f"{w} for {', '.join(e)}" for w, e in by.items())
+                   + " (section 14; a description beside the verdicts, never a change to them).")
+    return " ".join(out)
+
+
+def _with_sizes(text: str, trends: list[dict[str, Any]] | None) -> str:
+    sizes = across_sizes_text(trends)
+    return "\n\n".join(t for t in (text, sizes) if t)
+
+
+def abstract(ledger: dict[str, Any], trends: list[dict[str, Any]] | None = None) -> str:
+    """The findings' paragraphs, what holds across sizes (``across_sizes_text``, where section 14 ran), then the
+    verdict counts (``claims.abstract_findings``)."""
+    text = _with_sizes(findings_text(ledger), trends)
     return (text + "\n\n" if text else "") + abstract_findings(ledger)
 
 
@@ -189,13 +216,13 @@ FINDINGS_BEGIN = "<!-- findings: generated from paper/cpu/claims.json by tiedlm_
 FINDINGS_END = "<!-- findings: end -->"
 
 
-def readme_block(ledger: dict[str, Any]) -> str:
-    """The README's findings: the findings' sentences (``finding_sentences``), then the verdict table
-    (``claims.findings_markdown``)."""
-    text = findings_text(ledger)
+def readme_block(ledger: dict[str, Any], trends: list[dict[str, Any]] | None = None) -> str:
+    """The README's findings: the findings' sentences (``finding_sentences``), what holds across sizes, then the
+    verdict table (``claims.findings_markdown``)."""
+    text = _with_sizes(findings_text(ledger), trends)
     return (text + "\n\n" if text else "") + findings_markdown(ledger)
 
 
-def update_readme(readme: str | Path, ledger: dict[str, Any]) -> bool:
-    """Rewrite the README's findings block from the ledger; True if it changed."""
-    return replace_block(readme, FINDINGS_BEGIN, FINDINGS_END, readme_block(ledger))
+def update_readme(readme: str | Path, ledger: dict[str, Any], trends: list[dict[str, Any]] | None = None) -> bool:
+    """Rewrite the README's findings block from the ledger (and section 14's trends); True if it changed."""
+    return replace_block(readme, FINDINGS_BEGIN, FINDINGS_END, readme_block(ledger, trends))

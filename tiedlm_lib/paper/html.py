@@ -23,7 +23,7 @@ from tiedlm_lib.paper.findings import abstract as findings_abstract
 from tiedlm_lib.paper.glossary import link_first_uses
 from tiedlm_lib.paper.glossary import page_html as glossary_page
 from tiedlm_lib.paper.scale_card import scale_card
-from tiedlm_lib.paper.testability import testability
+from tiedlm_lib.paper.testability import read_trends, testability
 from tiedlm_lib.paths import project_root
 from tiedlm_lib.store.atomic import atomic_write_text
 
@@ -457,7 +457,7 @@ def _index(scale: str, root: Path, name: str, sections: list[tuple[str, str]], a
 Fundamental Trade-off") and paper B ("Beyond Depth Truncation", the Depth Control Protocol), at the
 <b>{_esc(scale)}</b> scale.</i></p>
 <h2>Abstract</h2><p>{_esc(ABSTRACT)}</p><div id='findings'>{findings_figure(ledger)}<p><b>Findings at this scale.</b>
-{"</p><p>".join(_esc(p) for p in findings_abstract(ledger).split(chr(10) * 2))}</p></div>
+{"</p><p>".join(_esc(p) for p in findings_abstract(ledger, read_trends(pdir)).split(chr(10) * 2))}</p></div>
 <h2>The scale</h2><p>Paper A's configuration against this scale's, generated from the registry, with the reason
 for every change:</p>{card_html(scale)}
 <h2>Sections</h2><ol>{secs}</ol><p>Terms are defined in the <a href='glossary.html'>glossary</a>; each
@@ -466,7 +466,9 @@ page links a term's first use to it.</p>
 unit is seed-sensitive); for an undecided one, whether every unit it rests on could detect the claim's smallest
 effect of interest at the seeds it has (its MDE at most its SESOI) and the seeds of the cheapest route that would
 decide it; and what this scale cannot reach (<code>tiedlm_lib.paper.testability</code>, from the ledger;
-docs/statistics.md amendment 18).</p>{rows_html(testability(ledger), "testability")}
+docs/statistics.md amendment 18). <i>Across sizes</i>, where section 14 ran: whether the claim's effect keeps its
+side of the threshold over the size ladder, on each axis measured at three or more sizes (a description beside the
+verdict, never a change to it).</p>{rows_html(testability(ledger, read_trends(pdir)), "testability")}
 <h2>Claims ledger</h2><p>{len(ledger.get('claims', []))} verdicts from the sections
 {'(also as <a href="../claims.md">claims.md</a>)' if claims_md.is_file() else ''}.</p>
 {claims_table(ledger, anchored)}

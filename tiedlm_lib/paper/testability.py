@@ -9,6 +9,11 @@ inconclusive one is *undecided*, *powered for its SESOI* when every pooled unit 
 of its cheapest route (reproduced in every undecided unit, or not reproduced in one: other side or inside ±SESOI,
 at the Bonferroni level; docs/statistics.md amendment 18). *single seed* when nothing is pooled; *by construction*
 for a check; *no* when the ledger says "not testable". Both join what the scale itself cannot reach.
+
+*Across sizes* (``across_sizes``) is read from section 14's trend table where the scale has one: whether the
+claim's effect keeps its side of the threshold over the size ladder (docs/statistics.md amendment 17) — "direction
+holds", "changes direction", "decided at no size" — on each axis measured at three or more sizes, else "not
+measured". A description beside the verdict, never a change to it.
 """
 
 from __future__ import annotations
@@ -110,6 +115,39 @@ def testability_row(entry: dict[str, Any]) -> dict[str, Any]:
             "what would change or decide it": "; ".join(w for w in what if w) or "—"}
 
 
-def testability(ledger: dict[str, Any]) -> list[dict[str, Any]]:
-    """Every ledger entry's row, in ledger order."""
-    return [testability_row(e) for e in ledger.get("claims", [])]
+ACROSS = {"holds at every size": "direction holds", "holds where decided": "direction holds where decided",
+          "changes direction between sizes": "changes direction", "decided at no size": "decided at no size"}
+
+
+def across_sizes(claim: str, trends: list[dict[str, Any]] | None) -> str:
+    """The claim's "across sizes" cell from section 14's trend rows (``paper.across_sizes.trends``; only the effects
+    the section reads, on the axes measured at three or more sizes): each axis's direction word, or "not measured"."""
+    rows = [t for t in trends or [] if t["claim"] == claim and str(t.get("read", True)) in ("True", "true", "1")
+            and int(t["points"]) >= 3]
+    if not rows:
+        return "not measured"
+    by_axis: dict[str, list[str]] = {}
+    for t in rows:
+        by_axis.setdefault(t["axis"], []).append(ACROSS.get(t["direction"], t["direction"]))
+    words = {a: (w[0] if len(set(w)) == 1 else "; ".join(sorted(set(w)))) for a, w in by_axis.items()}
+    return ", ".join(f"{w} ({a})" for a, w in sorted(words.items(), key=lambda kv: kv[0] != "width"))
+
+
+def testability(ledger: dict[str, Any], trends: list[dict[str, Any]] | None = None) -> list[dict[str, Any]]:
+    """Every ledger entry's row, in ledger order; with section 14's ``trends``, an "across sizes" column."""
+    rows = [testability_row(e) for e in ledger.get("claims", [])]
+    if trends is not None:
+        rows = [r | {"across sizes": across_sizes(r["claim"], trends)} for r in rows]
+    return rows
+
+
+def read_trends(paper_dir) -> list[dict[str, Any]] | None:
+    """Section 14's trend rows as saved (``tables/14_across_sizes-trends.csv``), None where the scale has none."""
+    import csv
+    from pathlib import Path
+
+    path = Path(paper_dir) / "tables" / "14_across_sizes-trends.csv"
+    if not path.is_file():
+        return None
+    with open(path, newline="", encoding="utf-8") as f:
+        return list(csv.DictReader(f))

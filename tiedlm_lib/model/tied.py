@@ -160,48 +160,14 @@ def eval_mode(model: nn.Module) -> Iterator[nn.Module]:
         model.train(was)
 
 
-class TiedLM(nn.Module):
-    """A language model whose stack is given by a layout string (see ``tiedlm_lib.model.layout``).
+class StackShape:
+    """What a layout makes of the stack (``TiedLM`` holds it): its loops, the depth that runs the trained model, what
+    a position costs, where the parameters sit. Reads ``self.config``, ``self.segments`` and ``self.blocks``."""
 
-    ``model(tokens)`` runs every loop at its trained depth; ``model(tokens, depth=k)`` runs every loop exactly k
-    times; ``model(tokens, depths=[...])`` returns ``{k: logits}``. With one loop, the depths share one pass (the
-    bottom runs once, the loop runs to max(depths), the top stack reads out each requested depth); with several
-    loops each depth is its own pass after the shared bottom.
+    @property
+    def layout(self) -> str:
+        return self.config.layout
 
-    Every path (training, depth sweeps, cached generation, paper B's schedules) walks the stack through the same
-    public pieces, so the block order and the readout live in one place:
-
-        embed(tokens, start) ─ prelude ─ core (loops, bridges) ─ coda ─ readout = head(head_input)
-
-    ``core`` ends with the last loop, so its output is the state a probe placed at the loop's output reads, and
-    ``head_input(coda(z))`` is the head's input. ``apply`` is one block application with its KV-cache slot
-    (block, iteration); ``loop`` runs a loop's iterations start..stop−1, so a caller can stop a loop at depth d and
-    later continue the same positions (several at once) from iteration d, each iteration attending to what it wrote
-    at earlier positions. A read-out at another depth passes the coda its own cache dict: the coda's slots hold the
-    states of one depth. How the gradient flows through a loop (full, checkpointed, phantom, truncated) is the
-    ``backprop`` module's business; the model only names the mode.
-    """
-
-    def __init__(self, config: ModelConfig):
-        super().__init__()
-        self.config = config
-        d = config.d_model
-        self.segments: list[Segment] = parse_layout(config.layout)
-        self.prelude_segments, self.core_segments, self.coda_segments = split_segments(self.segments)
-        self.tok_emb = nn.Embedding(config.vocab_size, d)
-        self.pos_emb = nn.Embedding(config.max_seq_len + config.extra_pos_rows, d)
-        self.ln_emb = nn.LayerNorm(d, eps=config.ln_eps)
-        self.blocks = nn.ModuleDict(
-            {s.name: (StdBlock(config) if s.kind == "std" else TiedBlock(config)) for s in self.segments}
-        )
-        self.ln_f = nn.LayerNorm(d, eps=config.ln_eps)
-        self.head = nn.Linear(d, config.vocab_size)  # untied from the embedding
-        nn.init.normal_(self.tok_emb.weight, std=0.02)
-        nn.init.normal_(self.pos_emb.weight, std=0.02)
-        nn.init.zeros_(self.head.weight)  # every model starts at exactly uniform predictions (loss = ln V)
-        nn.init.zeros_(self.head.bias)
-
-    # ------------------------------------------------------------------ structure
     @property
     def loop_names(self) -> list[str]:
         return [s.name for s in self.segments if s.kind == "loop"]
@@ -249,6 +215,119 @@ class TiedLM(nn.Module):
             raise ValueError(f"layout {self.config.layout!r} has no tied loop, so 'depth' does not apply; pass None")
         if not isinstance(k, int) or isinstance(k, bool) or k <= 0:
             raise ValueError(f"depth must be a positive integer (number of loop applications), got {k!r}")
+
+
+class DepthReads:
+    """Reading the stack at other depths than the trained one, from ``TiedLM``'s pieces: every depth of a sweep
+    from one pass (``iter_core``, ``iter_depths``), paper B's schedules (the depth-model interface of
+    ``tiedlm_lib.model.schedules``: ``core_state``, ``finish``, ``iter_prefix``) and a traced forward (``run``)."""
+
+    def iter_core(self, tokens: torch.Tensor, depths: Sequence[int], backprop: str = "full"
+                  ) -> Iterator[tuple[int, torch.Tensor]]:
+        """Yield (k, z) for each k in sorted(depths): the core's output (the last loop's state, before the coda)
+        with every loop at depth k. With one loop the depths share its iterations; otherwise each depth is its own
+        pass after the shared prelude."""
+        depths = list(depths)
+        if not depths:
+            raise ValueError("depths must name at least one depth")
+        for k in depths:
+            self._check_depth(k)
+        h = self.prelude(self.embed(tokens))
+        if len(self.core_segments) == 1:  # one loop, no bridge: the depths share the loop's iterations
+            yield from self.loop_states(self.core_segments[0].name, h, depths, backprop)
+        else:
+            for k in sorted(set(depths)):
+                yield k, self.core(h, k, backprop)
+
+    def iter_depths(self, tokens: torch.Tensor, depths: Sequence[int], backprop: str = "full"
+                    ) -> Iterator[tuple[int, torch.Tensor]]:
+        """Yield (k, logits) for each k in sorted(depths) without holding all logits at once."""
+        for k, z in self.iter_core(tokens, depths, backprop):
+            yield k, self.readout(self.coda(z))
+
+    def core_state(self, tokens: torch.Tensor, p) -> torch.Tensor:
+        """The state after schedule plan ``p``'s prelude and core (B, T, d), before the coda."""
+        from tiedlm_lib.model.schedules import (  # schedules imports nothing of the model: no cycle at import time
+            run_core,
+        )
+
+        return run_core(self, tokens, p)
+
+    def finish(self, z: torch.Tensor) -> torch.Tensor:
+        """The coda and the final norm: a core state's head input (B, T, d)."""
+        return self.head_input(self.coda(z))
+
+    def iter_prefix(self, tokens: torch.Tensor, applications: Sequence[int]) -> Iterator[tuple[int, torch.Tensor]]:
+        """(k, the state after prefix(k)'s core) for each k in sorted(applications), from one pass through the core
+        (``schedules.prefix_states`` checks the k)."""
+        want = set(applications)
+        core = [s.name for s in self.core_segments for _ in range(s.iters)]
+        z = self.prelude(self.embed(tokens))
+        for i, name in enumerate(core[:max(want)]):
+            z = self.apply(z, name)
+            if i + 1 in want:
+                yield i + 1, z
+
+    def run(self, tokens: torch.Tensor, depth: int | None = None, backprop: str = "full"
+            ) -> tuple[torch.Tensor, Trace]:
+        """Like ``forward``, also returning a Trace of every loop's per-iteration state norms and residuals."""
+        if depth is not None:
+            self._check_depth(depth)
+        states: dict[str, list] = {}
+        z = self.core(self.prelude(self.embed(tokens)), depth, backprop, traces=states)
+        logits = self.readout(self.coda(z))
+        trace = Trace()
+        for name, zs in states.items():
+            z = torch.stack(zs)  # (iters+1, B, T, d)
+            z0n = z[0].norm(dim=-1)
+            trace.loops[name] = LoopTrace(
+                name, z.norm(dim=-1), (z[1:] - z[:-1]).norm(dim=-1) / z0n.clamp_min(1e-12)
+            )
+        return logits, trace
+
+
+class TiedLM(StackShape, DepthReads, nn.Module):
+    """A language model whose stack is given by a layout string (see ``tiedlm_lib.model.layout``).
+
+    ``model(tokens)`` runs every loop at its trained depth; ``model(tokens, depth=k)`` runs every loop exactly k
+    times; ``model(tokens, depths=[...])`` returns ``{k: logits}``. With one loop, the depths share one pass (the
+    bottom runs once, the loop runs to max(depths), the top stack reads out each requested depth); with several
+    loops each depth is its own pass after the shared bottom.
+
+    Every path (training, depth sweeps, cached generation, paper B's schedules) walks the stack through the same
+    public pieces, so the block order and the readout live in one place:
+
+        embed(tokens, start) ─ prelude ─ core (loops, bridges) ─ coda ─ readout = head(head_input)
+
+    ``core`` ends with the last loop, so its output is the state a probe placed at the loop's output reads, and
+    ``head_input(coda(z))`` is the head's input. ``apply`` is one block application with its KV-cache slot
+    (block, iteration); ``loop`` runs a loop's iterations start..stop−1, so a caller can stop a loop at depth d and
+    later continue the same positions (several at once) from iteration d, each iteration attending to what it wrote
+    at earlier positions. A read-out at another depth passes the coda its own cache dict: the coda's slots hold the
+    states of one depth. How the gradient flows through a loop (full, checkpointed, phantom, truncated) is the
+    ``backprop`` module's business; the model only names the mode. What the layout makes of the stack (loops,
+    depth, cost, parameters) is ``StackShape``; reading it at other depths (sweeps, schedules, a trace) is
+    ``DepthReads``: both walk these pieces and hold no weights of their own.
+    """
+
+    def __init__(self, config: ModelConfig):
+        super().__init__()
+        self.config = config
+        d = config.d_model
+        self.segments: list[Segment] = parse_layout(config.layout)
+        self.prelude_segments, self.core_segments, self.coda_segments = split_segments(self.segments)
+        self.tok_emb = nn.Embedding(config.vocab_size, d)
+        self.pos_emb = nn.Embedding(config.max_seq_len + config.extra_pos_rows, d)
+        self.ln_emb = nn.LayerNorm(d, eps=config.ln_eps)
+        self.blocks = nn.ModuleDict(
+            {s.name: (StdBlock(config) if s.kind == "std" else TiedBlock(config)) for s in self.segments}
+        )
+        self.ln_f = nn.LayerNorm(d, eps=config.ln_eps)
+        self.head = nn.Linear(d, config.vocab_size)  # untied from the embedding
+        nn.init.normal_(self.tok_emb.weight, std=0.02)
+        nn.init.normal_(self.pos_emb.weight, std=0.02)
+        nn.init.zeros_(self.head.weight)  # every model starts at exactly uniform predictions (loss = ln V)
+        nn.init.zeros_(self.head.bias)
 
     # ------------------------------------------------------------------ pieces
     def embed(self, tokens: torch.Tensor, start: int = 0) -> torch.Tensor:
@@ -320,58 +399,7 @@ class TiedLM(nn.Module):
     def readout(self, z: torch.Tensor) -> torch.Tensor:
         return self.head(self.head_input(z))  # (B, T, V)
 
-    # ------------------------------------------------------------ the depth-model interface (schedules.DepthModel)
-    @property
-    def layout(self) -> str:
-        return self.config.layout
-
-    def core_state(self, tokens: torch.Tensor, p) -> torch.Tensor:
-        """The state after schedule plan ``p``'s prelude and core (B, T, d), before the coda."""
-        from tiedlm_lib.model.schedules import (  # schedules imports nothing of the model: no cycle at import time
-            run_core,
-        )
-
-        return run_core(self, tokens, p)
-
-    def finish(self, z: torch.Tensor) -> torch.Tensor:
-        """The coda and the final norm: a core state's head input (B, T, d)."""
-        return self.head_input(self.coda(z))
-
-    def iter_prefix(self, tokens: torch.Tensor, applications: Sequence[int]) -> Iterator[tuple[int, torch.Tensor]]:
-        """(k, the state after prefix(k)'s core) for each k in sorted(applications), from one pass through the core
-        (``schedules.prefix_states`` checks the k)."""
-        want = set(applications)
-        core = [s.name for s in self.core_segments for _ in range(s.iters)]
-        z = self.prelude(self.embed(tokens))
-        for i, name in enumerate(core[:max(want)]):
-            z = self.apply(z, name)
-            if i + 1 in want:
-                yield i + 1, z
-
     # ------------------------------------------------------------------ forward
-    def iter_core(self, tokens: torch.Tensor, depths: Sequence[int], backprop: str = "full"
-                  ) -> Iterator[tuple[int, torch.Tensor]]:
-        """Yield (k, z) for each k in sorted(depths): the core's output (the last loop's state, before the coda)
-        with every loop at depth k. With one loop the depths share its iterations; otherwise each depth is its own
-        pass after the shared prelude."""
-        depths = list(depths)
-        if not depths:
-            raise ValueError("depths must name at least one depth")
-        for k in depths:
-            self._check_depth(k)
-        h = self.prelude(self.embed(tokens))
-        if len(self.core_segments) == 1:  # one loop, no bridge: the depths share the loop's iterations
-            yield from self.loop_states(self.core_segments[0].name, h, depths, backprop)
-        else:
-            for k in sorted(set(depths)):
-                yield k, self.core(h, k, backprop)
-
-    def iter_depths(self, tokens: torch.Tensor, depths: Sequence[int], backprop: str = "full"
-                    ) -> Iterator[tuple[int, torch.Tensor]]:
-        """Yield (k, logits) for each k in sorted(depths) without holding all logits at once."""
-        for k, z in self.iter_core(tokens, depths, backprop):
-            yield k, self.readout(self.coda(z))
-
     def forward(self, tokens: torch.Tensor, depth: int | None = None, depths: Sequence[int] | None = None,
                 backprop: str = "full") -> torch.Tensor | dict[int, torch.Tensor]:
         if depths is not None:
@@ -398,20 +426,3 @@ class TiedLM(nn.Module):
             self._check_depth(depth)
         z = self.prelude(self.embed(tokens, start), cache)
         return self.readout(self.coda(self.core(z, depth, cache=cache), cache))
-
-    def run(self, tokens: torch.Tensor, depth: int | None = None, backprop: str = "full"
-            ) -> tuple[torch.Tensor, Trace]:
-        """Like ``forward``, also returning a Trace of every loop's per-iteration state norms and residuals."""
-        if depth is not None:
-            self._check_depth(depth)
-        states: dict[str, list] = {}
-        z = self.core(self.prelude(self.embed(tokens)), depth, backprop, traces=states)
-        logits = self.readout(self.coda(z))
-        trace = Trace()
-        for name, zs in states.items():
-            z = torch.stack(zs)  # (iters+1, B, T, d)
-            z0n = z[0].norm(dim=-1)
-            trace.loops[name] = LoopTrace(
-                name, z.norm(dim=-1), (z[1:] - z[:-1]).norm(dim=-1) / z0n.clamp_min(1e-12)
-            )
-        return logits, trace

@@ -280,6 +280,25 @@ class _Reuse(nn.Module):
         return hidden_states + (hidden_states - prev)
 
 
+def model_ids(tokens: torch.Tensor, vocab_size: int, token_offset: int) -> torch.Tensor:
+    """The library's (B, T) token ids as the model's: checked against the library-side vocabulary ``vocab_size``
+    (the model's shifted by ``token_offset``) and for right padding only, then shifted."""
+    if tokens.dim() != 2:
+        raise ValueError(f"tokens must have shape (batch, seq_len), got {tuple(tokens.shape)}")
+    bad = (tokens < 0) | (tokens >= vocab_size)
+    if bad.any():
+        raise ValueError(f"token id {int(tokens[bad][0])} is outside the vocabulary [0, {vocab_size}) "
+                         f"(the model's {vocab_size - token_offset} ids shifted by token_offset "
+                         f"{token_offset})")
+    pad = tokens == 0
+    if (pad[:, :-1] & ~pad[:, 1:]).any():  # a pad before a real token: left or interior padding
+        row = int((pad[:, :-1] & ~pad[:, 1:]).any(1).nonzero()[0])
+        raise ValueError(f"row {row} of the batch has padding (id 0) before a real token: the adapter takes no "
+                         "attention mask, so only right padding is read correctly (real positions never attend "
+                         "to pads after them); pad on the right, or pass one document per row unpadded")
+    return (tokens - token_offset).clamp_min(0)  # pad (0) becomes a real id at positions nothing scores
+
+
 class HFDepthModel(nn.Module):
     """A Hugging Face causal LM of a known family as a ``schedules.DepthModel`` (see the module docstring)."""
 
@@ -346,20 +365,7 @@ class HFDepthModel(nn.Module):
         return out + [_Reuse(memory) if n == REUSE else _Recorded(self.blocks[n], memory) for n in p.core]
 
     def _ids(self, tokens: torch.Tensor) -> torch.Tensor:
-        if tokens.dim() != 2:
-            raise ValueError(f"tokens must have shape (batch, seq_len), got {tuple(tokens.shape)}")
-        bad = (tokens < 0) | (tokens >= self.vocab_size)
-        if bad.any():
-            raise ValueError(f"token id {int(tokens[bad][0])} is outside the vocabulary [0, {self.vocab_size}) "
-                             f"(the model's {self.hf.config.vocab_size} ids shifted by token_offset "
-                             f"{self.token_offset})")
-        pad = tokens == 0
-        if (pad[:, :-1] & ~pad[:, 1:]).any():  # a pad before a real token: left or interior padding
-            row = int((pad[:, :-1] & ~pad[:, 1:]).any(1).nonzero()[0])
-            raise ValueError(f"row {row} of the batch has padding (id 0) before a real token: the adapter takes no "
-                             "attention mask, so only right padding is read correctly (real positions never attend "
-                             "to pads after them); pad on the right, or pass one document per row unpadded")
-        return (tokens - self.token_offset).clamp_min(0)  # pad (0) becomes a real id at positions nothing scores
+        return model_ids(tokens, self.vocab_size, self.token_offset)
 
     # ------------------------------------------------------------------ the DepthModel interface
     def core_state(self, tokens: torch.Tensor, p: Plan) -> torch.Tensor:

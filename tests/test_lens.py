@@ -25,6 +25,7 @@ from tiedlm_lib.depth.readout import (
     fit_probe,
     paired_share_difference,
     probe_nll,
+    readout_metrics,
     share_by_probe,
 )
 from tiedlm_lib.model.schedules import plan, plan_logits
@@ -447,3 +448,42 @@ def test_the_readout_shares_the_model_and_freezes_it_per_call(setup):
         assert seen == [(False, False)]  # inside a call: eval mode, no parameter gradient
     finally:
         m.eval()
+
+
+@pytest.mark.parametrize("form", ["diagonal", "tuned"])
+def test_a_fit_in_chunks_is_the_fit_in_one_pass(setup, monkeypatch, form):
+    """Where the logits exceed ``MAX_LOGITS`` the loss and its gradient are taken chunk by chunk (issue 57): the
+    same loss, gradient, NLLs, metrics and holdout objective as in one pass up to float rounding, and a fitted probe
+    that differs only by that rounding compounded over its L-BFGS steps. The tiny model's V = 37, T = 12: a budget
+    of 3 rows' logits cuts 48 documents into 16 chunks."""
+    from tiedlm_lib.depth import readout as R
+
+    m, head, loop = setup
+    s = _distorted(loop if form == "tuned" else head, lambda x: 1.3 * x + 0.1)
+    spec = ProbeSpec("loop" if form == "tuned" else "head", form)
+    rd = Readout(m, spec.placement)
+    target = R._target(rd, s) if form == "tuned" else None
+    probe = Probe(form, s.x.shape[-1])
+    with torch.no_grad():
+        for p in probe.parameters():
+            p.add_(0.01 * torch.randn(p.shape, generator=torch.Generator().manual_seed(1)))
+    fixed = R.FittedProbe(spec, probe, 0.1)
+    out = {}
+    for budget in (R.MAX_LOGITS, 3 * 12 * 37):
+        monkeypatch.setattr(R, "MAX_LOGITS", budget)
+        probe.zero_grad()
+        loss = R._loss_backward(probe, rd, s, target, 0.1, 37)
+        fitted = fit_probe(m, s, spec, iters=10, lam=0.1)  # at a fixed ridge: a grid's near-tie is not the point
+        out[budget] = {"loss": float(loss.detach()), "grads": [p.grad.clone() for p in probe.parameters()],
+                       "fitted": [p.detach().clone() for p in fitted.probe.parameters()],
+                       "nll": probe_nll(m, s, fixed).sum_real, "metrics": readout_metrics(m, s, fixed),
+                       "holdout": R._holdout_score(probe, rd, s, 37)}
+    assert R.row_chunk(s, 37) == 3 and len(list(R._chunks(s, 3, target))) == 16
+    a, b = out.values()
+    assert a["loss"] == pytest.approx(b["loss"], rel=1e-6) and a["holdout"] == pytest.approx(b["holdout"], rel=1e-6)
+    for ga, gb in zip(a["grads"], b["grads"]):
+        torch.testing.assert_close(ga, gb, rtol=1e-4, atol=1e-6)
+    np.testing.assert_allclose(a["nll"], b["nll"], rtol=1e-6)
+    assert all(a["metrics"][k] == pytest.approx(b["metrics"][k], rel=1e-6, abs=1e-9) for k in a["metrics"])
+    for pa, pb in zip(a["fitted"], b["fitted"]):
+        torch.testing.assert_close(pa, pb, rtol=1e-3, atol=1e-3)  # ten L-BFGS steps compound the rounding

@@ -367,3 +367,14 @@ def test_every_shipped_kept_result_is_found_by_todays_code():
             if memo.memo_path(d.parent, meta["what"], meta["key"]) != j:
                 stale.append(f"{j.relative_to(REPO)} (computed under code {meta['code']})")
     assert not stale, f"{len(stale)} kept results are not found by today's code, e.g. {stale[:3]}"
+
+
+def test_a_result_is_named_and_labelled_by_the_code_it_started_with(tmp_path, monkeypatch):
+    """A module edited while a result computes (hours, for a probe family): the file is named by the fingerprint read
+    before computing and labelled with the same one, never by two."""
+    prints = iter(["aaaa", "bbbb", "cccc"])
+    monkeypatch.setattr(memo, "code_fingerprint", lambda *a: next(prints))
+    memo.memoised(tmp_path, "thing", {"k": 1}, lambda: {"x": 1.0})
+    (kept,) = (tmp_path / "derived").glob("*.json")
+    assert datafile.read_meta(kept)["code"] == "aaaa"
+    assert kept == memo.memo_path(tmp_path, "thing", {"k": 1}, "aaaa")

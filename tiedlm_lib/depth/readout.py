@@ -26,7 +26,7 @@ Differences from paper B: its diagonal fit ran 20 L-BFGS iterations and chose λ
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -213,6 +213,18 @@ def _target(readout: Readout, s: States) -> torch.Tensor:
     return F.log_softmax(readout.head(s.target_h)[s.y != PAD_ID].float(), -1)
 
 
+MAX_LOGITS = 2 ** 24  # logits (elements) one chunk of a fit or a read-out holds: 64 MiB in float32
+
+
+def row_chunk(states: States, vocab: int, most: int | None = None) -> int:
+    """Rows of ``states`` per chunk so that one chunk's logits stay within ``MAX_LOGITS`` elements (at least one row;
+    at most ``most``). A fit's or a read-out's memory then grows with the chunk, not with the calibration set: one
+    logits copy of 100 documents of 256 positions at a 128k vocabulary is 12 GiB, and an L-BFGS closure holds about
+    three."""
+    rows = max(1, MAX_LOGITS // max(1, states.x.shape[1] * vocab))
+    return rows if most is None else min(most, rows)
+
+
 def _objective(probe: Probe, readout: Readout, s: States, target: torch.Tensor | None = None) -> torch.Tensor:
     """Mean over real targets of the CE (or, for the tuned form, the KL to the full-depth distribution; ``target``:
     that distribution precomputed by ``_target``, which L-BFGS would otherwise recompute at every evaluation)."""
@@ -224,19 +236,86 @@ def _objective(probe: Probe, readout: Readout, s: States, target: torch.Tensor |
     return F.kl_div(F.log_softmax(logits, -1), target, log_target=True, reduction="batchmean")
 
 
+def _chunks(s: States, rows: int, target: torch.Tensor | None) -> Iterator[tuple[States, torch.Tensor | None]]:
+    """``s`` in chunks of ``rows`` rows, each with its rows' share of the tuned form's ``target`` (real targets in
+    row order)."""
+    counts = (s.y != PAD_ID).sum(1).tolist()
+    at = 0
+    for i in range(0, len(s), rows):
+        idx = np.arange(i, min(i + rows, len(s)))
+        n = int(sum(counts[i:i + rows]))
+        yield s.rows(idx), None if target is None else target[at:at + n]
+        at += n
+
+
+def _loss_backward(probe: Probe, readout: Readout, s: States, target: torch.Tensor | None, lam: float,
+                   vocab: int) -> torch.Tensor:
+    """The fit's loss, its gradient accumulated into the probe. In one pass where the logits fit ``MAX_LOGITS``;
+    otherwise chunk by chunk, each chunk's sum over its real targets divided by the whole set's count and its
+    gradient taken before the next chunk is read out, so memory holds one chunk's logits."""
+    rows = row_chunk(s, vocab)
+    if rows >= len(s):
+        loss = _objective(probe, readout, s, target) + lam * probe.penalty()
+        loss.backward()
+        return loss
+    n_real = float((s.y != PAD_ID).sum()) if probe.form != "tuned" else float(len(target))
+    total = lam * probe.penalty()
+    if total.requires_grad:
+        total.backward()
+    total = total.detach()
+    for part, tgt in _chunks(s, rows, target):
+        real = part.y != PAD_ID
+        if not real.any():
+            continue
+        logits = probe.logits(readout, part.x)[real].float()
+        if probe.form != "tuned":
+            piece = F.cross_entropy(logits, part.y[real], reduction="sum") / n_real
+        else:
+            piece = F.kl_div(F.log_softmax(logits, -1), tgt, log_target=True, reduction="sum") / n_real
+        piece.backward()
+        total = total + piece.detach()
+    return total
+
+
+@torch.no_grad()
+def _holdout_score(probe: Probe, readout: Readout, s: States, vocab: int) -> float:
+    """The fit's objective on held-out states, in chunks where one pass would exceed ``MAX_LOGITS``."""
+    rows = row_chunk(s, vocab)
+    if rows >= len(s):
+        return float(_objective(probe, readout, s))
+    target = _target(readout, s) if probe.form == "tuned" else None
+    total = 0.0
+    n_real = float((s.y != PAD_ID).sum())
+    for part, tgt in _chunks(s, rows, target):
+        real = part.y != PAD_ID
+        if real.any():
+            logits = probe.logits(readout, part.x)[real].float()
+            total += float(F.cross_entropy(logits, part.y[real], reduction="sum") if probe.form != "tuned" else
+                           F.kl_div(F.log_softmax(logits, -1), tgt, log_target=True, reduction="sum"))
+    return total / n_real
+
+
 def _lbfgs_fit(probe: Probe, readout: Readout, s: States, lam: float, iters: int) -> Probe:
     opt = torch.optim.LBFGS(list(probe.parameters()), lr=1.0, max_iter=iters, line_search_fn="strong_wolfe",
                             tolerance_grad=1e-9, tolerance_change=1e-12)
     target = _target(readout, s) if probe.form == "tuned" else None
+    vocab = _vocab(readout, s)
 
     def closure():
         opt.zero_grad()
-        loss = _objective(probe, readout, s, target) + lam * probe.penalty()
-        loss.backward()
-        return loss
+        return _loss_backward(probe, readout, s, target, lam, vocab)
 
     opt.step(closure)
     return probe
+
+
+def _vocab(readout: Readout, s: States) -> int:
+    """The readout's output width (the vocabulary), from the model's config where it has one, else from one row."""
+    v = getattr(getattr(readout.model, "config", None), "vocab_size", None)
+    if isinstance(v, int) and v > 0:
+        return v + int(getattr(readout.model, "token_offset", 0) or 0)
+    with torch.no_grad():
+        return int(readout(s.x[:1, :1]).shape[-1])
 
 
 @dataclass
@@ -269,14 +348,14 @@ def _grid_search(spec: ProbeSpec, readout: Readout, fit: States, hold: States, l
     ridge) below — and chosen when it is within FLAT nats of the edge (the objective is flat out to it), so a probe that
     wants no shrinkage or no change gets exactly that instead of a truncated grid."""
     d = fit.x.shape[-1]
+    vocab = _vocab(readout, fit)
     scores: dict[float, float] = {}
 
     def score(lam: float) -> None:
         if lam not in scores:
             new = Probe(spec.form, d, fit.x.device)
             p = new if math.isinf(lam) else _lbfgs_fit(new, readout, fit, lam, iters)
-            with torch.no_grad():
-                scores[lam] = float(_objective(p, readout, hold))
+            scores[lam] = _holdout_score(p, readout, hold, vocab)
 
     grid = sorted(lams)
     for widened in range(max_widen + 1):
@@ -331,11 +410,13 @@ def fit_probe(model_or_readout, cal: States, spec: ProbeSpec, lams: Sequence[flo
 
 @torch.no_grad()
 def probe_nll(model_or_readout, states: States, fitted: FittedProbe | None = None, placement: str = "head",
-              chunk: int = 64) -> NLLStats:
-    """Per-document NLL sums (real targets) of the readout, through the fitted probe if one is given."""
+              chunk: int | None = None) -> NLLStats:
+    """Per-document NLL sums (real targets) of the readout, through the fitted probe if one is given; ``chunk`` rows
+    at a time (default: 64, fewer where their logits would exceed ``MAX_LOGITS``)."""
     place = fitted.spec.placement if fitted is not None else placement
     readout = model_or_readout if isinstance(model_or_readout, Readout) else Readout(model_or_readout, place)
     probe = fitted.probe if fitted is not None else None
+    chunk = chunk or row_chunk(states, _vocab(readout, states), most=64)
     ce = []
     for i in range(0, len(states), chunk):
         x = states.x[i:i + chunk]
@@ -352,12 +433,14 @@ def probe_nll(model_or_readout, states: States, fitted: FittedProbe | None = Non
 
 @torch.no_grad()
 def readout_metrics(model_or_readout, states: States, fitted: FittedProbe | None = None, placement: str = "head",
-                    bins: int = 15, chunk: int = 64) -> dict[str, float]:
+                    bins: int = 15, chunk: int | None = None) -> dict[str, float]:
     """Calibration of the readout (through the fitted probe if one is given) over real targets, as paper B reports
     it: the expected calibration error of the top prediction (``bins`` equal-width confidence bins, |accuracy −
-    confidence| weighted by the bin's share of tokens) and the multiclass Brier score Σ_v (p_v − 1[v = y])²."""
+    confidence| weighted by the bin's share of tokens) and the multiclass Brier score Σ_v (p_v − 1[v = y])², ``chunk``
+    rows at a time (default as ``probe_nll``)."""
     place = fitted.spec.placement if fitted is not None else placement
     readout = model_or_readout if isinstance(model_or_readout, Readout) else Readout(model_or_readout, place)
+    chunk = chunk or row_chunk(states, _vocab(readout, states), most=64)
     conf, correct, brier = [], [], []
     for i in range(0, len(states), chunk):
         x, y = states.x[i:i + chunk], states.y[i:i + chunk]

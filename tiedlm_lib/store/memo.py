@@ -179,12 +179,12 @@ def _key_hash(key: Any, code: str, weights: str | None) -> str:
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
 
-def memo_path(run_dir: str | Path, what: str, key: Mapping[str, Any]) -> Path:
+def memo_path(run_dir: str | Path, what: str, key: Mapping[str, Any], code: str | None = None) -> Path:
     """Where ``memoised`` keeps the result: ``<run dir>/derived/<what>-<hash>.json`` (its arrays in the ``.npz`` of the
-    same name)."""
+    same name); ``code``: the code fingerprint (default: today's)."""
     if not what or not what.replace("_", "").replace("-", "").isalnum():
         raise ValueError(f"what must be a name of letters, digits, '-' and '_', got {what!r}")
-    h = _key_hash(key, code_fingerprint(), weights_fingerprint(run_dir))
+    h = _key_hash(key, code or code_fingerprint(), weights_fingerprint(run_dir))
     return Path(run_dir) / "derived" / f"{what}-{h}.json"
 
 
@@ -208,7 +208,10 @@ def refuse_pickles(run_dir: str | Path) -> None:
 def memoised(run_dir: str | Path, what: str, key: Mapping[str, Any], compute: Callable[[], T]) -> T:
     """``compute()``, or what an earlier call with the same run, ``what``, key and library code kept. The result may
     hold the types ``tiedlm_lib.store.datafile`` keeps; another is refused with a TypeError when it is written."""
-    path = memo_path(run_dir, what, key)
+    # the code read once: a result computed while a module is edited is filed and labelled under the code it started
+    # with (reading it again at the write named the file by one fingerprint and labelled it with another)
+    code = code_fingerprint()
+    path = memo_path(run_dir, what, key, code)
     use = os.environ.get("TIEDLM_MEMO", "1") != "0"
     if use:
         refuse_pickles(run_dir)
@@ -219,7 +222,7 @@ def memoised(run_dir: str | Path, what: str, key: Mapping[str, Any], compute: Ca
                 warnings.warn(f"{e}: {what} is recomputed", stacklevel=2)
     out = compute()
     if use:
-        datafile.write(path, out, _meta(what, key, code_fingerprint(), CODE_MODULES), what=what)
+        datafile.write(path, out, _meta(what, key, code, CODE_MODULES), what=what)
     return out
 
 

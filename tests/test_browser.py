@@ -327,3 +327,18 @@ def test_the_smoke_sections_show_every_paragraph_of_their_prose(smoke_paper):
     for section in executed:
         assert not machine_paths((smoke_paper.parent / f"{section}.html").read_text()), section
         assert not machine_paths((ROOT / "paper" / "smoke" / f"{section}.ipynb").read_text()), section
+
+
+def test_sections_run_on_ipc_kernels_without_the_tcp_warning(tmp_path, capfd):
+    """The kernels talk over IPC sockets in Jupyter's runtime folder: no port, no per-section warning that TCP
+    without encryption is readable by others, and no socket file left beside the notebooks."""
+    (tmp_path / "notebooks").mkdir()
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("scale = 'cpu'", metadata={"tags": ["parameters"]}),
+                                         nbformat.v4.new_code_cell("import os; print(os.getcwd())")])
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    nbformat.write(nb, tmp_path / "notebooks" / "97_quiet.ipynb")
+    execute("smoke", root=tmp_path, log=lambda m: None)
+    err = capfd.readouterr().err
+    assert "without encryption" not in err and "TCP" not in err, err[-500:]
+    assert sorted(p.name for p in (tmp_path / "notebooks").iterdir()) == ["97_quiet.ipynb"]
+    assert (tmp_path / "paper" / "smoke" / "97_quiet.ipynb").is_file()

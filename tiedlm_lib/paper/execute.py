@@ -60,6 +60,29 @@ def notebooks(root: Path | None = None, only: list[str] | None = None) -> list[P
     return nbs
 
 
+def ipc_kernel_manager():
+    """A kernel manager whose kernels talk over local IPC sockets (in Jupyter's runtime folder) instead of TCP on
+    localhost: nothing listens on a port, and the kernel does not print its warning that TCP without encryption can be
+    read by others on the machine, once per section."""
+    import uuid
+
+    from jupyter_client.manager import AsyncKernelManager
+    from jupyter_core.paths import jupyter_runtime_dir
+    from traitlets import default
+
+    class IPCKernelManager(AsyncKernelManager):
+        @default("transport")
+        def _transport(self):
+            return "ipc"
+
+        @default("ip")
+        def _ip(self):
+            Path(jupyter_runtime_dir()).mkdir(parents=True, exist_ok=True)
+            return str(Path(jupyter_runtime_dir()) / f"tiedlm-kernel-{uuid.uuid4().hex[:12]}")
+
+    return IPCKernelManager
+
+
 class NotebookFailed(RuntimeError):
     pass
 
@@ -139,7 +162,8 @@ def execute(scale: str, only: list[str] | None = None, root: Path | None = None,
             partial = out_dir / PARTIAL / nb.name
             partial.parent.mkdir(parents=True, exist_ok=True)
             pm.execute_notebook(str(nb), str(partial), parameters={**params, **budgets.get(nb.stem, {})},
-                                kernel_name="python3", progress_bar=False, log_output=False)
+                                kernel_name="python3", progress_bar=False, log_output=False,
+                                kernel_manager_class=ipc_kernel_manager())
             _without_machine_paths(partial, root, out_dir / nb.name)
             os.replace(partial, out_dir / nb.name)
         except pm.PapermillExecutionError as e:

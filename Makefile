@@ -38,7 +38,7 @@ test: setup
 	  $(BIN)/papermill --prepare-only --log-level WARNING -p scale smoke -y "$$ext" $$nb \
 	    $(NBBUILD)/$$(basename $$nb) || exit 1; \
 	done
-	$(BIN)/python -m pytest -q tests $(NBBUILD) --nbval-lax --nbval-current-env
+	$(BIN)/python -m pytest -q tests $(NBBUILD) --nbval-lax --nbval-current-env --durations=25
 
 # The executable paper: every notebook at SCALE in order (runs cached and shared), then the HTML paper in
 # paper/<scale>/html/. One progress line per notebook; a failing notebook stops the run, naming the cell.

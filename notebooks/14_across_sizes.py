@@ -39,7 +39,7 @@ n_cal = 100  # calibration documents for B3's probes (section 10's)
 n_eval = 300  # evaluation documents for B1 and B3 (section 10's)
 n_refit = None  # probe refits on resampled calibration documents; default 30 (amendment 10; smoke: 2, CI's budget)
 probe_boot = None  # evaluation resamples for a probe's share; default 1000 (smoke: 200)
-probe_iters = 40  # L-BFGS iterations per probe fit (section 10's)
+probe_iters = 40  # L-BFGS iterations per probe fit (section 10's; the smoke scale uses at most 10, in CI)
 
 # %%
 import math
@@ -65,6 +65,7 @@ SMOKE = scale == "smoke"  # CI's budgets: the smoke ladder's numbers are not evi
 n_boot = n_boot or (200 if SMOKE else 1000)
 n_refit = (2 if SMOKE else 30) if n_refit is None else n_refit
 probe_boot = probe_boot or (200 if SMOKE else 1000)
+probe_iters = min(probe_iters, 10) if SMOKE else probe_iters
 budgets = xs.Budgets(n_boot=n_boot, n_cal=n_cal, n_eval=n_eval, n_refit=n_refit, probe_boot=probe_boot,
                      probe_iters=probe_iters)
 print(f"scale {scale}: widths {L.widths} at K = {S.K}; K = {L.Ks} at d{L.base_width}; "

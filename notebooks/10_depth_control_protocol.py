@@ -64,6 +64,7 @@ n_eval = 300  # evaluation documents
 n_refit = 30  # probe refits on resampled calibration documents: the share's CI includes the fit's own uncertainty
 probe_boot = 1000  # evaluation resamples for a probe's share
 probe_iters = 40  # L-BFGS iterations per probe fit (paper B: 20; 60 moved no share of v3 by more than 0.011)
+# (at the smoke scale, CI's: at most 500 replicates, 2 refits, 200 probe resamples and 10 iterations)
 probe_lams = [1e-3, 1e-2, 1e-1]  # the starting λ grid; widened, then its limits (0, ∞), while the best is at an edge
 curve_budgets = [1000, 3000, 10000, 30000]  # calibration tokens for the data curve (capped by the pool)
 intervention_steps = None  # default: a quarter of the scale's short run
@@ -103,6 +104,9 @@ S = get_scale(scale)
 K = S.K
 steps = intervention_steps or max(2, S.short_steps // 4)
 warmup = min(intervention_warmup, steps // 4)
+if scale == "smoke":  # CI's budgets (the smoke scale's numbers are not evidence of anything); every code path runs
+    n_boot, n_refit, probe_boot, probe_iters = min(n_boot, 500), min(n_refit, 2), min(probe_boot, 200), \
+        min(probe_iters, 10)
 PROBE_FIT = {"lams": probe_lams, "iters": probe_iters}
 PAPER_B = ("head/temperature", "head/diagonal")  # paper B's probes: a temperature and a per-feature affine map
 print(f"scale {scale}: K = {K}, seeds {seeds}, {n_cal} calibration + {n_eval} evaluation documents, {n_boot} "
@@ -385,16 +389,26 @@ _, ev_idx = doc_sets_idx(r0.config, seeds[0])
 pool_idx = np.setdiff1d(np.arange(len(corpus0.val)), ev_idx)
 batches = lambda idx: eval_batches(corpus0.val, r0.config.data.seq_len, r0.config.train.batch_size, indices=idx)  # noqa: E731
 N0 = budget(r0.config.model.layout)
-curve_rows = []
 full0 = plan(r0.config.model.layout, "prefix", N0)
-for spec in (ProbeSpec("head", "diagonal"), ProbeSpec("loop", "diagonal"), ProbeSpec("head", "full"),
-             ProbeSpec("loop", "full"), ProbeSpec("loop", "tuned")):
-    pool = tuple(collect_states(r0.model, batches(pool_idx), plan(r0.config.model.layout, "prefix", k),
-                                spec.placement, full0 if spec.form == "tuned" else None) for k in (1, N0))
-    ev = tuple(collect_states(r0.model, batches(ev_idx), plan(r0.config.model.layout, "prefix", k), spec.placement)
-               for k in (1, N0))
-    budgets = [b for b in curve_budgets if b < pool[0].n_tokens] + [pool[0].n_tokens]
-    curve_rows += data_curve(r0.model, spec, pool, ev, budgets, seed=seeds[0], n_boot=probe_boot, **PROBE_FIT)
+
+
+def curve_of(spec):
+    """One probe's data curve, kept beside the run like the probe shares (``tiedlm_lib.store.memo``)."""
+    key = {"probe": spec.name, "pool": pool_idx, "ev": ev_idx, "budgets": list(curve_budgets), "seed": seeds[0],
+           "n_boot": probe_boot, "fit": PROBE_FIT}
+
+    def compute():
+        pool = tuple(collect_states(r0.model, batches(pool_idx), plan(r0.config.model.layout, "prefix", k),
+                                    spec.placement, full0 if spec.form == "tuned" else None) for k in (1, N0))
+        ev = tuple(collect_states(r0.model, batches(ev_idx), plan(r0.config.model.layout, "prefix", k),
+                                  spec.placement) for k in (1, N0))
+        budgets = [b for b in curve_budgets if b < pool[0].n_tokens] + [pool[0].n_tokens]
+        return data_curve(r0.model, spec, pool, ev, budgets, seed=seeds[0], n_boot=probe_boot, **PROBE_FIT)
+    return memoised(r0.dir, "data_curve", key, compute)
+
+
+curve_rows = [row for spec in (ProbeSpec("head", "diagonal"), ProbeSpec("loop", "diagonal"), ProbeSpec("head", "full"),
+                               ProbeSpec("loop", "full"), ProbeSpec("loop", "tuned")) for row in curve_of(spec)]
 curve = rep.table(pd.DataFrame(curve_rows).assign(pool="held-out, outside the evaluation documents"), "data_curve")
 cc = alt.Chart(curve).mark_line(point=True).encode(
     x=alt.X("calibration tokens:Q", scale=alt.Scale(type="log"), title="calibration tokens (real targets)"),
@@ -424,22 +438,28 @@ curve[["probe", "calibration tokens", "documents", "share", "lo", "hi", "lambda 
 # description, not a verdict).
 
 # %%
-norm_rows = []
-for m in SINGLE:
-    for seed in seeds:
-        r = runs[m, seed]
-        N = budget(r.config.model.layout)
-        _, ev_b = doc_sets(r.config, seed)
-        row = {"model": m, "seed": seed, "N": N}
+def frozen_row(m, seed):
+    """The state norms and the loop/diagonal share of frozen(1) − prefix(N) of one model and seed, kept beside its
+    run like the probe shares."""
+    r = runs[m, seed]
+    N = budget(r.config.model.layout)
+    cal_idx, ev_idx_ = doc_sets_idx(r.config, seed)
+    key = {"cal": cal_idx, "ev": ev_idx_, "N": N, "n_boot": probe_boot, "seed": seed, "fit": PROBE_FIT}
+
+    def compute():
+        cal_b, ev_b = doc_sets(r.config, seed)
+        row = {"N": N}
         for sched, k, name in (("prefix", 1, "1"), ("frozen", 1, "1"), ("prefix", N, "N")):
             st = collect_states(r.model, ev_b(), plan(r.config.model.layout, sched, k), "loop")
             real = st.y != PAD_ID
             row[f"‖z‖ {sched}({name})"] = float(st.x.norm(dim=-1)[real].mean())
-        cal_b, ev_b = doc_sets(r.config, seed)
         fz = share_by_probe(r.model, cal_b, ev_b, 1, N, probes=[ProbeSpec("loop", "diagonal")], schedule="frozen",
                             n_refit=0, n_boot=probe_boot, seed=seed, **PROBE_FIT)[0]
-        row |= {"frozen(1) - prefix(N) gap": fz["raw gap"], "loop/diagonal share of it": fz["share"]}
-        norm_rows.append(row)
+        return row | {"frozen(1) - prefix(N) gap": fz["raw gap"], "loop/diagonal share of it": fz["share"]}
+    return {"model": m, "seed": seed, **memoised(r.dir, "frozen_state_norm", key, compute)}
+
+
+norm_rows = [frozen_row(m, seed) for m in SINGLE for seed in seeds]
 frozen_norms = rep.table(pd.DataFrame(norm_rows).assign(**{"norm restored by frozen(1)": lambda t: (
     t["‖z‖ frozen(1)"] - t["‖z‖ prefix(1)"]) / (t["‖z‖ prefix(N)"] - t["‖z‖ prefix(1)"])}), "frozen_state_norm")
 frozen_norms.round(3)

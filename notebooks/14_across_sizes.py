@@ -86,7 +86,8 @@ rows = []
 for p in points:
     cfgs = [runs_of[p["kind"], p["d"], p["K"], sd] for sd in p["seeds"]]
     rows.append({"kind": p["kind"], "d": p["d"], "K": p["K"], "axes": " and ".join(p["axes"]), "run": cfgs[0].name,
-                 "heads": cfgs[0].model.n_heads, "lr": cfgs[0].train.lr, "block params": lad.block_params(cfgs[0]),
+                 "heads": cfgs[0].model.n_heads, "lr": cfgs[0].train.lr,
+                 "params": sum(lad.param_counts(cfgs[0]).values()), "block params": lad.block_params(cfgs[0]),
                  "seeds": len(cfgs), "trained": sum(is_complete(run_dir(c)) for c in cfgs)})
 n_train = train_docs(S)
 ladder = rep.table(pd.DataFrame(rows).assign(**{

@@ -134,15 +134,20 @@ def ladder_runs(scale: str) -> list[RunConfig]:
             for seed in p["seeds"]]
 
 
-def block_params(cfg: RunConfig | ModelConfig) -> int:
-    """Parameters in the standard and tied blocks (no embedding, positions, outer LayerNorms or head), counted
-    without allocating the weights (meta device)."""
+def param_counts(cfg: RunConfig | ModelConfig) -> dict[str, int]:
+    """Where a model's parameters sit (``TiedLM.param_breakdown``), counted without allocating the weights (meta
+    device)."""
     import torch
 
     from tiedlm_lib.model.tied import TiedLM
 
     with torch.device("meta"):
-        b = TiedLM(cfg.model if isinstance(cfg, RunConfig) else cfg).param_breakdown()
+        return TiedLM(cfg.model if isinstance(cfg, RunConfig) else cfg).param_breakdown()
+
+
+def block_params(cfg: RunConfig | ModelConfig) -> int:
+    """Parameters in the standard and tied blocks (no embedding, positions, outer LayerNorms or head)."""
+    b = param_counts(cfg)
     return b["standard blocks"] + b["tied blocks"]
 
 

@@ -74,3 +74,19 @@ def test_the_layer_check_sees_an_upward_import(tmp_path):
         assert found == ["paper.verdicts"] and rank(layer(found[0])) > rank(layer("model._layering_probe"))
     finally:
         fake.unlink()
+
+
+def test_no_library_source_is_ignored_by_git():
+    """A .gitignore pattern that matches a package folder (``runs/`` once matched ``tiedlm_lib/runs/``) leaves a new
+    module out of every commit while the developer's tree still imports it: CI's clone then fails."""
+    import shutil
+    import subprocess
+
+    import pytest
+
+    if shutil.which("git") is None or not (PKG.parent / ".git").exists():
+        pytest.skip("not a git checkout")
+    files = [str(p.relative_to(PKG.parent)) for p in PKG.rglob("*.py")] + ["tiedlm_lib/newmodule_probe.py",
+                                                                          "tiedlm_lib/runs/newmodule_probe.py"]
+    r = subprocess.run(["git", "check-ignore", "--no-index", *files], cwd=PKG.parent, capture_output=True, text=True)
+    assert r.stdout.strip() == "", f"ignored by .gitignore: {r.stdout.split()}"

@@ -33,6 +33,7 @@ max_new = 64  # greedy tokens per prompt (capped by the sequence length)
 draft_depths = [1, 2, 4, 8]  # capped below the trained depth
 draft_lens = [2, 4]
 repeats = 2  # timed repeats per prompt and configuration (the fastest kept)
+# (at the smoke scale, CI's: at most 4 prompts, 16 new tokens, one repeat and 10 splits)
 n_probe_docs = 114  # held-out documents to fit the learned exit probe and the draft probe on
 n_boot = 300  # document-bootstrap replicates of each exit curve point
 eps_grid = [0.1, 0.2, 0.3]  # the user's tolerated share of tokens that disagree with full depth
@@ -72,6 +73,8 @@ from tiedlm_lib.stats.bootstrap import Estimate
 rep = Report("12_depth_at_inference", scale, figures_dir, paper_dir, seeds=seeds, extended_seeds=extended_seeds)
 seeds = rep.seeds
 S = get_scale(scale)
+if scale == "smoke":  # CI's budgets (the smoke scale's numbers are not evidence of anything); every code path runs
+    n_prompts, max_new, repeats, n_splits = min(n_prompts, 4), min(max_new, 16), 1, min(n_splits, 10)
 print(f"scale {scale}: K = {S.K}, seeds {seeds}"
       + (f"; the multi-depth model also at seeds {rep.extended} (Q7)" if rep.extended else ""))
 

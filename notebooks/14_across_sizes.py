@@ -17,8 +17,9 @@
 #
 # Size is counted in **block parameters** (the standard and tied blocks, without the vocabulary-sized embedding and
 # head, where most of paper A's parameters sit). What the ladder does not vary is said beside it: the vocabulary
-# (512 against paper A's 23,005), the sequence length (128 against 256), the corpus (KJV verses against minimind) and
-# the steps (1,000 against 3,000).
+# (512 against paper A's 23,005), the sequence length (128 against 256), the corpus (KJV verses against minimind), the
+# steps (1,000 against 3,000) and the passes over the training split (about 1.6 per short run at every point; paper A
+# about once).
 #
 # **Nothing here judges a claim.** A trend is described with the pre-registered words only: an effect **grows** or
 # **shrinks** with size when the pooled slope's 95% interval lies above or below 0, otherwise there is **no detectable
@@ -113,30 +114,39 @@ rep.table(pd.DataFrame([{"effect": e.name, "claim": e.claim, "what it measures":
 
 
 # %%
-def trained(cfg):
-    return train_missing or is_complete(run_dir(cfg))
+def load(cfg):
+    """The run if it is trained (or trainable here) and complete; else None with the reason it is left out
+    (amendment 17: a run that stops or diverges leaves its seed out of that point, listed)."""
+    if not (train_missing or is_complete(run_dir(cfg))):
+        return None, "not trained yet"
+    run = get_run(cfg, device=device)
+    status = xs.usable(run)
+    return (run, "") if status == "complete" else (None, status)
 
 
-measured, context, missing = [], [], []
+measured, context, left_out = [], [], []
 todo = [(p, sd) for p in points if p["kind"] == "single" for sd in p["seeds"]]
 for p, sd in tqdm(todo, desc="ladder points"):
-    pair = {kind: runs_of[kind, p["d"], p["K"], sd] for kind in ("single", "multi")}
-    if not all(trained(c) for c in pair.values()):
-        missing += [f"{c.name} seed {sd}" for c in pair.values() if not trained(c)]
+    got = {kind: load(runs_of[kind, p["d"], p["K"], sd]) for kind in ("single", "multi")}
+    left_out += [{"kind": k, "d": p["d"], "K": p["K"], "seed": sd, "run": runs_of[k, p["d"], p["K"], sd].name,
+                  "why": why} for k, (r, why) in got.items() if r is None]
+    if all(r is None for r, _ in got.values()):
         continue
-    single, multi = (get_run(pair[k], device=device) for k in ("single", "multi"))
-    est, ctx = xs.point_effects(single, multi, sd, budgets)
-    size = lad.block_params(single.config)
+    est, ctx = xs.point_effects(got["single"][0], got["multi"][0], sd, budgets)
+    size = lad.block_params(runs_of["single", p["d"], p["K"], sd])
     for axis in p["axes"]:
         x = math.log2(size) if axis == "width" else math.log2(p["K"])
         for name, e in est.items():
             measured.append({"axis": axis, "effect": name, "d": p["d"], "K": p["K"], "seed": sd, "x": x,
                              "size": size if axis == "width" else p["K"], "point": e.point, "lo": e.lo, "hi": e.hi})
     context.append({"d": p["d"], "K": p["K"], "seed": sd, "block params": size, **ctx})
-per_seed = rep.table(pd.DataFrame(measured), "per_seed")
+COLUMNS = ["axis", "effect", "d", "K", "seed", "x", "size", "point", "lo", "hi"]
+per_seed = rep.table(pd.DataFrame(measured, columns=COLUMNS), "per_seed")
 rep.table(pd.DataFrame(context), "context")
-print(f"measured {len(context)} point-seeds; not trained yet: {len(missing)} runs"
-      + (f" ({listed(missing[:6])}{', …' if len(missing) > 6 else ''})" if missing else ""))
+left = rep.table(pd.DataFrame(left_out, columns=["kind", "d", "K", "seed", "run", "why"]), "left_out")
+print(f"measured {len(context)} point-seeds; {len(left)} runs left out "
+      f"({', '.join(f'{n} {w}' for w, n in left.why.value_counts().items()) or 'none'})")
+left
 
 # %% [markdown]
 # Pooled over each point's seeds (the seed is the unit; random effects with the shared-document term, as every
@@ -144,7 +154,9 @@ print(f"measured {len(context)} point-seeds; not trained yet: {len(missing)} run
 # penalty, the claims' own 0.05 nats for A6, A7 and A8, 95% for B1's share and a fifth for B3's.
 
 # %%
-pooled = rep.table(pd.DataFrame(xs.pooled_points(measured)), "pooled")
+POOLED = ["axis", "effect", "x", "size", "d", "K", "seeds", "seeds not finite", "threshold", "pooled", "lo", "hi",
+          "side of threshold"]
+pooled = rep.table(pd.DataFrame(xs.pooled_points(measured), columns=POOLED), "pooled")
 for axis in ("width", "depth"):
     if (pooled.axis == axis).any():
         print(f"the {axis} ladder: pooled estimate at each size")
@@ -159,15 +171,48 @@ for axis in ("width", "depth"):
 # The slope is per doubling of size. A seed needs three points.
 
 # %%
-trend = rep.table(pd.DataFrame(xs.trends(measured, xs.pooled_points(measured))), "trends")
+TRENDS = ["axis", "effect", "claim", "read", "points", "sizes", "slope per doubling", "slope lo", "slope hi",
+          "seeds in slope", "seeds left out", "trend", "direction", "threshold"]
+trend = rep.table(pd.DataFrame(xs.trends(measured, xs.pooled_points(measured)), columns=TRENDS), "trends")
 trend[["axis", "effect", "points", "sizes", "slope per doubling", "slope lo", "slope hi", "seeds in slope", "trend",
        "direction"]].round(4)
+
+# %% [markdown]
+# **The law at each point**, beside A7's other half (a description, as section 04 reads it across models): each
+# model's exit cost, its NLL(1) minus the other model's best NLL, and its own depth gap NLL(1) − NLL(K), on the
+# estimation half with every depth chosen on the selection half, pooled over the point's seeds. A model *has both*
+# where its pooled exit cost lies below 0.05 nats and its depth gap above 0.05; it *lacks one* where its exit cost
+# lies above 0.05 or its gap below; otherwise it is undecided. The law says no model has both.
+
+# %%
+def law_rows():
+    out = []
+    for (axis, size), g in pooled[pooled.effect.str.startswith("A7 law")].groupby(["axis", "size"], sort=False):
+        for m in ("single", "multi"):
+            c = g[g.effect == f"A7 law: {m} exit cost"]
+            d = g[g.effect == f"A7 law: {m} depth gap"]
+            if c.empty or d.empty:
+                continue
+            c, d = c.iloc[0], d.iloc[0]
+            n = int(min(c.seeds, d.seeds))
+            state = (xs.SINGLE_SEED if n < 2 else "has both" if c.hi < 0.05 and d.lo > 0.05 else
+                     "lacks one" if c.lo > 0.05 or d.hi < 0.05 else "undecided")
+            out.append({"axis": axis, "size": size, "model": m, "seeds": n, "exit cost": c.pooled,
+                        "exit lo": c.lo, "exit hi": c.hi, "depth gap": d.pooled, "gap lo": d.lo, "gap hi": d.hi,
+                        "the law at this point": state})
+    return pd.DataFrame(out, columns=["axis", "size", "model", "seeds", "exit cost", "exit lo", "exit hi",
+                                      "depth gap", "gap lo", "gap hi", "the law at this point"])
+
+
+law = rep.table(law_rows(), "law_by_point")
+law.round(4)
 
 # %% [markdown]
 # ## The figures
 #
 # Each effect against size: every seed's estimate (small dots), the pooled estimate with its 95% interval (black), the
-# effect's threshold (gray), and paper A's reported magnitude at its own size where it reports one (an open diamond:
+# effect's threshold (gray, dashed), paper A's sizes (red, dotted: its models' blocks, 1.32M and 8.22M, and K = 30),
+# and paper A's reported magnitude at its own size where it reports one (an open diamond:
 # pad-inclusive NLLs on minimind at K = 30, another corpus and tokenizer, so compare signs and shapes, not levels).
 # Where the paper's size lies beyond the largest measured point, the pooled slope is drawn from that point to it as a
 # band labelled "extrapolation, not a verdict". The band is never read as a verdict.
@@ -224,6 +269,8 @@ def axis_chart(axis):
         if not mk.empty:
             layers.append(alt.Chart(mk).mark_point(shape="diamond", size=70, color="#e45756").encode(
                 x=x, y="value:Q", tooltip=["what", "value"]))
+        paper_at = pd.DataFrame({"size": [PAPER_BLOCKS["v3"], PAPER_BLOCKS["v5"]] if axis == "width" else [30]})
+        layers.append(alt.Chart(paper_at).mark_rule(color="#e45756", strokeDash=[1, 3]).encode(x=x))
         bd = band[(band.axis == axis) & (band.effect == e.name)]
         if not bd.empty:
             seg = pd.concat([pd.DataFrame({"size": [2 ** r["from x"], 2 ** r["x"]],
@@ -232,6 +279,8 @@ def axis_chart(axis):
                              for _, r in bd.iterrows()])
             layers.append(alt.Chart(seg).mark_area(opacity=0.15, color="#f58518").encode(
                 x=x, y="lo:Q", y2="hi:Q", tooltip=["label"]))
+            layers.append(alt.Chart(seg.tail(1)).mark_text(align="right", dy=-4, fontSize=9, color="#c26a12").encode(
+                x=x, y="hi:Q", text="label:N"))
         panels.append(alt.layer(*layers).properties(width=190, height=140, title=e.name))
     rows_ = [alt.hconcat(*panels[i:i + 3]) for i in range(0, len(panels), 3)]
     return alt.vconcat(*rows_) if rows_ else alt.Chart(pd.DataFrame()).mark_point()
@@ -249,12 +298,20 @@ rep.chart(axis_chart("depth"), "depth_ladder")
 
 # %%
 READ = [e for e in xs.EFFECTS if e.read]
-SIGN = {"holds at every size": "its sign against {t} holds at every size",
-        "holds where decided": "its sign against {t} holds where it is decided",
-        "changes direction between sizes": "it changes direction between sizes (against {t})",
-        "decided at no size": "its sign against {t} is decided at no size",
-        "not measured": "it was not measured"}  # the pre-registered words (ladder.DIRECTION_WORDS), in a sentence
-assert set(SIGN) == set(lad.DIRECTION_WORDS)
+def side_words(axis, e):
+    """The effect's pre-registered direction word on one axis (``ladder.direction_word``), with the side of its
+    threshold where the word says one side holds: "above 0 at every size", "below 0.05 where decided (3 of 5
+    sizes)", "changes direction between sizes (against 0.95)", "decided at no size (against 0.2)" or "not measured"."""
+    t = trend[(trend.axis == axis) & (trend.effect == e.name)]
+    word = t.iloc[0]["direction"] if not t.empty else "not measured"
+    pts = pooled[(pooled.axis == axis) & (pooled.effect == e.name) & (pooled.seeds >= 2)]
+    sides = sorted(set(pts["side of threshold"]) - {"undecided"})
+    if word == "holds at every size":
+        return f"{sides[0]} {e.threshold:g} at every size"
+    if word == "holds where decided":
+        return f"{sides[0]} {e.threshold:g} where decided ({(pts['side of threshold'] != 'undecided').sum()} of " \
+               f"{len(pts)} sizes)"
+    return word if word == "not measured" else f"{word} (against {e.threshold:g})"
 
 
 def effect_sentence(axis, e):
@@ -263,9 +320,7 @@ def effect_sentence(axis, e):
     if t.empty:
         return f"{e.name} was measured at no point of the {axis} ladder."
     r = t.iloc[0]
-    sides = sorted(set(pooled[(pooled.axis == axis) & (pooled.effect == e.name)]["side of threshold"]) - {"undecided"})
-    sign = SIGN[r["direction"]].format(t=f"{e.threshold:g}") + (
-        f" ({sides[0]} {e.threshold:g} where decided)" if len(sides) == 1 else "")
+    sign = "across the sizes, " + side_words(axis, e)
     if not math.isfinite(r["slope per doubling"]):
         return f"{e.name}: {r['trend']}; {sign}."
     tag = re.sub(r"\W", "_", f"{axis} {e.name}")  # a format field name: letters, digits and _
@@ -290,17 +345,19 @@ rep.prose("Results", ladder_prose("width", "block parameters") + "\n\n" + ladder
 
 # %%
 def signs(axis):
-    t = trend[(trend.axis == axis) & trend.read]
-    held = sorted(t[t.direction.isin(["holds at every size", "holds where decided"])].effect)
-    changed = sorted(t[t.direction == "changes direction between sizes"].effect)
-    thin = sorted(set(e.name for e in READ) - set(t[t.points >= 3].effect))
-    words = [f"the sign holds for {listed(held)}" if held else "no effect's sign is decided and kept",
-             f"it changes between sizes for {listed(changed)}" if changed else "no effect changes sign"]
-    if thin:
-        words.append(f"{listed(thin)} {'is' if len(thin) == 1 else 'are'} not yet measured at three sizes")
-    return "; ".join(words)
+    """Each read effect's direction word on one axis, grouped: what holds (and on which side), what changes, what
+    is decided nowhere, what is not yet measured at three sizes."""
+    if not (trend.axis == axis).any():
+        return "Nothing is measured yet."
+    groups = {}
+    for e in READ:
+        groups.setdefault(side_words(axis, e), []).append(e.name)
+    return " ".join(f"{w[0].upper()}{w[1:]}: {listed(n)}." for w, n in groups.items())
 
 
-rep.prose("What this means", "On the width ladder {width}. On the depth ladder {depth}. The ladder describes how "
-          "the ledger's effects move with size; it changes no verdict, and its words are nominal 95% descriptions "
-          "without a multiplicity correction.", width=signs("width"), depth=signs("depth"))
+MEANS = ("Each effect's side of its threshold across the sizes (0 for the gaps and the exit penalty, 0.05 nats for "
+         "A6-A8, 95% for B1's share, a fifth for B3's; a point from one seed decides no side).\n\n"
+         "The width ladder (block parameters). {width}\n\nThe depth ladder (K). {depth}\n\n"
+         "The ladder describes how the ledger's effects move with size; it changes no verdict, and its words are "
+         "nominal 95% descriptions without a multiplicity correction.")
+rep.prose("What this means", MEANS, width=signs("width"), depth=signs("depth"))

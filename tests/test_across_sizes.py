@@ -100,7 +100,7 @@ def test_a_point_needs_its_runs_of_one_seed(tmp_path):
         def __init__(self, seed):
             self.config = Cfg(seed)
 
-    with pytest.raises(ValueError, match="seeds 0 and 1"):
+    with pytest.raises(ValueError, match="runs of seeds 0, 1"):
         xs.point_effects(R(0), R(1), 0)
 
 
@@ -109,3 +109,25 @@ def test_section_14_runs_at_the_scales_that_define_a_ladder_and_is_left_out_else
     said = []
     assert execute("paper", only=["14_across_sizes"], log=said.append, into=tmp_path) == []
     assert said == ["14_across_sizes is defined at the scales smoke, cpu, not at paper: left out"]
+
+
+def test_one_seed_is_not_pooled_and_a_trend_needs_two_seeds():
+    """docs/statistics.md §1: one seed is never pooled. A point with one seed says so and decides no side; a slope
+    resting on one seed carries no trend word; a seed with fewer than three points is listed as left out."""
+    r = rows(slope=0.1, seeds=(0,))
+    p = xs.pooled_points(r)
+    assert {q["side of threshold"] for q in p} == {xs.SINGLE_SEED}
+    (t,) = xs.trends(r, p)
+    assert t["trend"] == xs.SINGLE_SEED and math.isnan(t["slope per doubling"])
+    assert t["direction"] == "not measured"  # no point pooled from two seeds
+    two = rows(slope=0.1, seeds=(0, 1, 2)) + rows(slope=0.1, seeds=(3,), xs_=(10.0, 11.0))
+    (t,) = xs.trends(two, xs.pooled_points(two))
+    assert t["trend"] == "grows" and t["seeds in slope"] == 3 and t["seeds left out"] == "3"
+
+
+def test_a_seed_without_a_finite_estimate_is_left_out_and_counted():
+    r = rows(seeds=(0, 1, 2))
+    r[0] |= {"point": float("nan"), "lo": float("nan"), "hi": float("nan")}  # a share of a zero gap
+    p = xs.pooled_points(r)
+    assert p[0]["seeds"] == 2 and p[0]["seeds not finite"] == 1 and math.isfinite(p[0]["pooled"])
+    assert xs.trends(r, p)[0]["trend"] == "grows"

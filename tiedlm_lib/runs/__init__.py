@@ -2,6 +2,7 @@
 size ladder (``ladder``) and the cache that trains each run once (``cache``), as one import
 (``from tiedlm_lib.runs import experiment, get_run``)."""
 
+from tiedlm_lib.runs.cache import Run, StaleRunError, check_entry, get_run, is_complete, run_dir  # noqa: F401
 from tiedlm_lib.runs.registry import (  # noqa: F401
     EXPERIMENTS,
     EXTENDED,
@@ -22,4 +23,3 @@ from tiedlm_lib.runs.registry import (  # noqa: F401
     sft_run,
     split_iters,
 )
-from tiedlm_lib.runs.cache import Run, StaleRunError, check_entry, get_run, is_complete, run_dir  # noqa: F401

@@ -19,13 +19,13 @@ from typing import Any
 import torch
 
 from tiedlm_lib import devices
-from tiedlm_lib.training import distributed
-from tiedlm_lib.store.atomic import atomic_write_text
 from tiedlm_lib.model.checkpoint import config_diff, load_model, saved_run
 from tiedlm_lib.model.config import LABELS, RunConfig
 from tiedlm_lib.model.tied import TiedLM
 from tiedlm_lib.paths import runs_dir
 from tiedlm_lib.runs.registry import experiment
+from tiedlm_lib.store.atomic import atomic_write_text
+from tiedlm_lib.training import distributed
 from tiedlm_lib.training.loop import FINAL, kept_weights_name, train
 
 

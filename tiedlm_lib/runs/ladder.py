@@ -25,9 +25,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from tiedlm_lib.stats import inference as inf
 from tiedlm_lib.model.config import ModelConfig, RunConfig
 from tiedlm_lib.runs.registry import experiment, get_scale
+from tiedlm_lib.stats import inference as inf
 from tiedlm_lib.stats.bootstrap import Estimate
 
 Z95 = 1.959963984540054
@@ -51,9 +51,10 @@ LADDERS: dict[str, Ladder] = {
     # from its measured cost (6-7 s a step on one thread: about 2 h a single-depth run, 2.5 h a multi-depth one)
     "cpu": Ladder(widths=(32, 64, 96, 128, 192, 320), Ks=(8, 16, 30), base_width=64, base_lr=2e-3, head_dim=32,
                   seeds={320: (0, 1, 2)}, default_seeds=(0, 1, 2, 3, 4)),
-    # CI: three widths and three depths of the smoke scale (its verdicts are not evidence of anything)
+    # CI: three widths and three depths of the smoke scale (its numbers are not evidence of anything), two seeds so
+    # that the pooled points, the slopes and their words run (one seed is never pooled)
     "smoke": Ladder(widths=(16, 32, 48), Ks=(2, 4, 8), base_width=32, base_lr=2e-3, head_dim=16, seeds={},
-                    default_seeds=(0,)),
+                    default_seeds=(0, 1)),
 }
 KINDS = {"single": "v3", "multi": "v4"}  # the small recipe's single- and multi-depth runs
 MATCH = ("v3", "v4", "v5", "v6")  # registry runs that are ladder points where their recipe matches

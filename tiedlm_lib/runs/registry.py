@@ -321,10 +321,10 @@ def sft_run(base: RunConfig, name: str, loss: str = "paper", steps: int | None =
             conversations: str | None = None, layout: str | None = None) -> RunConfig:
     """SFT from ``base``'s final weights as PROTOCOL §4.6: a fresh AdamW with default betas, constant lr, batch as in
     pre-training; loss protocol ``"paper"`` (the whole suffix, pad targets included) or ``"masked"`` (response tokens
-    only). ``layout`` (``tiedlm_lib.training.sft``) defaults to the protocol's own: the paper's grid for ``"paper"``, the
-    packed layout (no real token attends to a pad) for the corrected ``"masked"``. Defaults: the scale's recipe
-    where it has one (paper: the original SFT_STEPS = 28,304 steps at lr 1e-4); else a quarter of the base run's
-    steps at a quarter of its peak lr (the paper's 1e-4 is a quarter of 23M's)."""
+    only). ``layout`` (``tiedlm_lib.training.sft``) defaults to the protocol's own: the paper's grid for
+    ``"paper"``, the packed layout (no real token attends to a pad) for the corrected ``"masked"``. Defaults: the
+    scale's recipe where it has one (paper: the original SFT_STEPS = 28,304 steps at lr 1e-4); else a quarter of the
+    base run's steps at a quarter of its peak lr (the paper's 1e-4 is a quarter of 23M's)."""
     s = get_scale(base.scale)
     cfg = continuation(base, name, steps or s.sft_steps or max(2, base.train.steps // 4),
                        lr or s.sft_lr or base.train.lr / 4, betas=(0.9, 0.999), pad_targets="include")
